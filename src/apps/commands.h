@@ -1,0 +1,14 @@
+#pragma once
+// Each subcommand registers itself on the CLI11 app and runs from its callback.
+#include <CLI/CLI.hpp>
+
+namespace atp::apps {
+
+void add_demo_command(CLI::App& app);
+void add_sim_command(CLI::App& app);
+
+// The exit code the subcommand that ran asked for.
+int exit_code();
+void set_exit_code(int code);
+
+}  // namespace atp::apps

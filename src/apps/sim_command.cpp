@@ -1,0 +1,80 @@
+// `atp sim`: the deterministic simulator from flags; a table for people, --json for programs.
+#include <chrono>
+#include <iostream>
+
+#include "apps/commands.h"
+#include "apps/sim_report.h"
+#include "sim/scenario.h"
+
+namespace atp::apps {
+
+namespace {
+
+void run_sim(const sim::Scenario& scenario, bool json) {
+  sim::ClusterSpec spec;
+  try {
+    spec = sim::to_cluster_spec(scenario);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "atp sim: " << e.what() << "\n";
+    set_exit_code(2);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const sim::ClusterReport report = sim::run_cluster(spec);
+  RunInfo info;
+  info.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  info.reproduce = scenario.command_line();
+  if (json)
+    std::cout << to_json(report, info).dump(2) << "\n";
+  else
+    std::cout << to_table(report, info);
+  set_exit_code(report.all_exact() ? 0 : 1);
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "sim", "Run jobs on a simulated cluster (deterministic: same seed, same run)");
+  static sim::Scenario s;
+  static bool json = false;
+  cmd->add_option("--racks", s.racks, "Racks of workers")->capture_default_str();
+  cmd->add_option("--workers-per-rack", s.workers_per_rack, "Workers of each job in each rack")
+      ->capture_default_str();
+  cmd->add_option("--jobs", s.jobs, "Concurrent training jobs")->capture_default_str();
+  cmd->add_option("--aggregators", s.aggregators, "Aggregators per switch")->capture_default_str();
+  cmd->add_option("--window", s.window, "Fragments in flight per worker (power of two)")
+      ->capture_default_str();
+  cmd->add_option("--values-per-packet", s.values_per_packet, "K: int32 values per packet")
+      ->capture_default_str();
+  cmd->add_option("--tensor-bytes", s.tensor_bytes, "Gradient bytes per iteration")
+      ->capture_default_str();
+  cmd->add_option("--iterations", s.iterations, "Training iterations")->capture_default_str();
+  cmd->add_option("--compute-us", s.compute_us, "Compute time per iteration (us)")
+      ->capture_default_str();
+  cmd->add_option("--link-gbps", s.link_gbps, "Link rate (Gbit/s)")->capture_default_str();
+  cmd->add_option("--delay-us", s.delay_us, "Propagation delay per link (us)")
+      ->capture_default_str();
+  cmd->add_option("--loss", s.loss, "Packet loss probability per link")->capture_default_str();
+  cmd->add_option("--reorder", s.reorder, "Probability a packet is delayed past later ones")
+      ->capture_default_str();
+  cmd->add_option("--duplicate", s.duplicate, "Packet duplication probability per link")
+      ->capture_default_str();
+  cmd->add_option("--ecn-threshold", s.ecn_threshold, "Queue bytes above which ECN is marked")
+      ->capture_default_str();
+  cmd->add_option("--policy", s.policy, "Aggregator policy: atp, static or none")
+      ->capture_default_str();
+  cmd->add_option("--parameter-servers", s.parameter_servers, "Parameter servers (shards)")
+      ->capture_default_str();
+  cmd->add_option("--overflow-fraction", s.overflow_fraction,
+                  "Share of gradient values too large for int32 (tests the float path)")
+      ->capture_default_str();
+  cmd->add_option("--time-limit-s", s.time_limit_s, "Simulated seconds before giving up")
+      ->capture_default_str();
+  cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
+  cmd->add_flag("--json", json, "Print one JSON object instead of a table");
+  cmd->callback([] { run_sim(s, json); });
+}
+
+}  // namespace atp::apps

@@ -1,0 +1,82 @@
+#include "apps/sim_report.h"
+
+#include <fmt/format.h>
+
+namespace atp::apps {
+
+namespace {
+
+double throughput_gbps(const sim::JobReport& j) {
+  return j.communication_time > 0
+             ? static_cast<double>(j.tensor_bytes) * 8 / static_cast<double>(j.communication_time)
+             : 0;
+}
+
+std::uint64_t retransmissions(const sim::JobReport& j) {
+  return j.workers.timeouts + j.workers.fast_resends;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
+  nlohmann::json jobs = nlohmann::json::array();
+  std::uint64_t retrans = 0, collisions = 0;
+  for (const auto& j : report.jobs) {
+    jobs.push_back({
+        {"job", j.job},
+        {"exact", j.exact},
+        {"finished", j.finished},
+        {"error", j.error},
+        {"completion_time_s", static_cast<double>(j.completion_time) / kSecond},
+        {"throughput_gbps", throughput_gbps(j)},
+        {"retransmissions", retransmissions(j)},
+        {"collisions", j.switches.collisions},
+        {"fraction_in_network", j.fraction_in_network},
+        {"iterations", j.iterations},
+        {"float_fallbacks", j.ps.float_fallbacks},
+        {"results_checked", j.results_checked},
+        {"mismatches", j.mismatches},
+    });
+    retrans += retransmissions(j);
+    collisions += j.switches.collisions;
+  }
+  const double eps = info.wall_seconds > 0 ? static_cast<double>(report.events) / info.wall_seconds : 0;
+  return {
+      {"jobs", jobs},
+      {"totals",
+       {{"exact", report.all_exact()},
+        {"retransmissions", retrans},
+        {"collisions", collisions},
+        {"simulated_time_s", static_cast<double>(report.end_time) / kSecond},
+        {"packets_lost", report.links.lost},
+        {"packets_tail_dropped", report.links.tail_dropped},
+        {"ecn_marked", report.links.ecn_marked}}},
+      {"events", report.events},
+      {"events_per_second", eps},
+      {"wall_time_s", info.wall_seconds},
+      {"trace_hash", fmt::format("{:016x}", report.trace_hash)},
+  };
+}
+
+std::string to_table(const sim::ClusterReport& report, const RunInfo& info) {
+  std::string out = fmt::format("{:>4} {:>6} {:>12} {:>10} {:>9} {:>9} {:>10} {:>7}\n", "job",
+                                "exact", "finish (ms)", "Gbps", "in-net", "collide", "retransmit",
+                                "floats");
+  for (const auto& j : report.jobs) {
+    out += fmt::format("{:>4} {:>6} {:>12.3f} {:>10.2f} {:>8.1f}% {:>9} {:>10} {:>7}\n", j.job,
+                       j.exact ? "yes" : (j.finished ? "NO" : "unfin"),
+                       static_cast<double>(j.completion_time) / kMillisecond, throughput_gbps(j),
+                       100 * j.fraction_in_network, j.switches.collisions, retransmissions(j),
+                       j.ps.float_fallbacks);
+    if (!j.error.empty()) out += fmt::format("     error: {}\n", j.error);
+  }
+  out += fmt::format("{} events in {:.2f} s ({:.2f} M events/s), trace hash {:016x}\n",
+                     report.events, info.wall_seconds,
+                     info.wall_seconds > 0 ? report.events / info.wall_seconds / 1e6 : 0.0,
+                     report.trace_hash);
+  out += report.all_exact() ? "all results exact\n" : "NOT ALL RESULTS EXACT\n";
+  if (!info.reproduce.empty()) out += "reproduce: " + info.reproduce + "\n";
+  return out;
+}
+
+}  // namespace atp::apps

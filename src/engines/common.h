@@ -1,0 +1,55 @@
+#pragma once
+// What every engine shares: the caller's clock, node addressing and the outbox engines fill.
+//
+// Engines are sans-IO: they never read a clock, sleep, or touch a socket. The caller passes
+// `now` in, and moves the datagrams an engine queued in its Outbox to wherever NodeIds lead
+// (a UDP address in the daemons, a simulated link in the simulator, a vector in tests).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace atp {
+
+// Nanoseconds on the caller's clock; only differences matter to the engines.
+using Time = std::int64_t;
+using Duration = std::int64_t;
+inline constexpr Duration kMicrosecond = 1'000;
+inline constexpr Duration kMillisecond = 1'000'000;
+inline constexpr Duration kSecond = 1'000'000'000;
+
+// An endpoint as the engines see it; the caller maps it to an address.
+using NodeId = std::uint32_t;
+
+struct Datagram {
+  NodeId to = 0;
+  std::vector<std::uint8_t> bytes;
+};
+
+// Datagrams an engine wants sent. Buffers are reused across clear() calls, so a steady-state
+// engine allocates nothing per packet.
+class Outbox {
+ public:
+  std::span<std::uint8_t> add(NodeId to, std::size_t size) {
+    if (used_ == items_.size()) items_.emplace_back();
+    Datagram& d = items_[used_++];
+    d.to = to;
+    d.bytes.resize(size);
+    return d.bytes;
+  }
+  std::span<Datagram> packets() { return {items_.data(), used_}; }
+  std::size_t size() const { return used_; }
+  bool empty() const { return used_ == 0; }
+  void clear() { used_ = 0; }
+
+ private:
+  std::vector<Datagram> items_;
+  std::size_t used_ = 0;
+};
+
+// Serial-number comparison (RFC 1982 style) for 32-bit sequence numbers that wrap.
+inline std::int32_t seq_distance(std::uint32_t later, std::uint32_t earlier) {
+  return static_cast<std::int32_t>(later - earlier);
+}
+
+}  // namespace atp

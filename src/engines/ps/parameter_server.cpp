@@ -1,0 +1,304 @@
+#include "engines/ps/parameter_server.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <stdexcept>
+
+#include "proto/aggregator_index.h"
+#include "proto/byte_order.h"
+#include "quant/quantizer.h"
+
+namespace atp::engines {
+
+namespace flag = proto::flag;
+
+ParameterServer::ParameterServer(PsConfig config) : config_(config) {}
+
+void ParameterServer::add_job(PsJob config) {
+  const std::string name = "job " + std::to_string(config.job) + ": ";
+  if (config.workers_per_rack.empty() || config.workers_per_rack.size() > proto::kMaxFanIn)
+    throw std::invalid_argument(name + "needs 1..32 racks");
+  for (auto w : config.workers_per_rack)
+    if (w == 0 || w > proto::kMaxFanIn)
+      throw std::invalid_argument(name + "each rack needs 1..32 workers");
+  if (config.window == 0 || !std::has_single_bit(config.window))
+    throw std::invalid_argument(name + "window must be a power of two");
+  if (config.values_per_packet == 0 || config.values_per_packet > proto::kMaxValues)
+    throw std::invalid_argument(name + "values_per_packet must be 1.." +
+                                std::to_string(proto::kMaxValues));
+
+  Job job;
+  for (auto w : config.workers_per_rack) {
+    job.worker_offset.push_back(job.workers);
+    job.full_masks.push_back(proto::low_bits(w));
+    job.workers += w;
+  }
+  job.entries.resize(std::size_t{config.window} * 2);
+  job.collision_streak.assign(config.window, 0);
+  job.remap_generation.assign(config.window, 0);
+  job.config = std::move(config);
+  const std::uint32_t id = job.config.job;
+  jobs_[id] = std::move(job);
+}
+
+bool ParameterServer::remove_job(std::uint32_t job) { return jobs_.erase(job) != 0; }
+
+const PsJobCounters* ParameterServer::job_counters(std::uint32_t job) const {
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? nullptr : &it->second.counters;
+}
+
+std::size_t ParameterServer::entries_in_use(std::uint32_t job) const {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return 0;
+  return std::count_if(it->second.entries.begin(), it->second.entries.end(),
+                       [](const Entry& e) { return e.used; });
+}
+
+void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outbox& out) {
+  proto::Header h;
+  if (proto::decode(packet, h) != proto::DecodeError::ok || h.is_downward()) {
+    ++counters_.malformed;
+    return;
+  }
+  auto it = jobs_.find(h.job);
+  if (it == jobs_.end()) {
+    ++counters_.unknown_job;
+    return;
+  }
+  Job& job = it->second;
+  if (h.ps_index != job.config.ps_index) {
+    ++counters_.misrouted;
+    return;
+  }
+  if (!consistent(job, h)) {
+    ++job.counters.rejected;
+    return;
+  }
+  const ContributorSet who = ContributorSet::of(h, job.full_masks);
+  note_moved_on(job, h, who);
+  Entry* e = entry_for(job, h);
+  if (e == nullptr) {
+    ++job.counters.stale;
+    return;
+  }
+  if (e->complete) {
+    // Someone resent after the result left: it was lost on the way down. Send it again.
+    ++job.counters.late_results;
+    auto copy = out.add(job.config.downstream, e->result.size());
+    std::copy(e->result.begin(), e->result.end(), copy.begin());
+    return;
+  }
+  if (h.value_count != e->value_count) {
+    ++job.counters.rejected;
+    return;
+  }
+  e->ecn |= h.has(flag::kEcn);
+  if (h.has(flag::kCollision)) {
+    e->collided = true;
+    ++job.counters.collided;
+  }
+
+  const bool float_payload = h.has(flag::kOverflow);
+  if (e->float_mode) {
+    if (float_payload)
+      add_floats(job, *e, h, packet, out);
+    else
+      send_float_request(job, *e, out);  // its senders have not heard yet
+    return;
+  }
+  if (float_payload || h.has(flag::kWrapped)) {
+    enter_float_mode(job, *e, out);
+    if (float_payload) add_floats(job, *e, h, packet, out);
+    return;
+  }
+  if (!e->held.disjoint(who)) {
+    ++job.counters.duplicates;
+    return;
+  }
+  add_integers(*e, h, packet);
+  e->held.add(who);
+  ++e->parts;
+  ++job.counters.contributions;
+  if (e->held.covers(job.full_masks)) finish_integers(job, *e, out);
+}
+
+// The header must describe this job as configured: same racks, same rack sizes, K at most.
+bool ParameterServer::consistent(const Job& job, const proto::Header& h) const {
+  const auto racks = job.config.workers_per_rack.size();
+  if (h.job_fan_in != racks || h.value_count > job.config.values_per_packet) return false;
+  if (h.workers_bitmap != 0 && h.rack_fan_in != job.config.workers_per_rack[h.rack]) return false;
+  return true;
+}
+
+// Whoever sends seq s has the result of s - window (its window slid past it): that result need
+// not be kept for them any longer.
+void ParameterServer::note_moved_on(Job& job, const proto::Header& h, const ContributorSet& who) {
+  const std::uint32_t previous = h.seq - job.config.window;
+  const std::size_t first = std::size_t{h.seq & (job.config.window - 1)} * 2;
+  for (std::size_t i = first; i < first + 2; ++i) {
+    Entry& e = job.entries[i];
+    if (!e.used || !e.complete || e.seq != previous) continue;
+    e.moved_on.add(who);
+    if (e.moved_on.covers(job.full_masks)) {
+      e.used = false;
+      e.result.clear();
+    }
+  }
+}
+
+// Two entries per slot suffice: seq s + 2*window can only be sent once every worker has the
+// result of s + window, which needs every worker's s + window, sent after the result of s.
+ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header& h) {
+  const std::size_t first = std::size_t{h.seq & (job.config.window - 1)} * 2;
+  Entry* pair[2] = {&job.entries[first], &job.entries[first + 1]};
+  for (Entry* e : pair)
+    if (e->used && e->seq == h.seq) return e->tensor == h.tensor ? e : nullptr;
+  for (Entry* e : pair)
+    if (e->used && seq_distance(h.seq, e->seq) < 0) return nullptr;  // older than kept state
+
+  Entry* victim = nullptr;
+  for (Entry* e : pair) {
+    if (!e->used ||
+        seq_distance(h.seq, e->seq) >= static_cast<std::int32_t>(2 * job.config.window)) {
+      victim = e;
+      break;
+    }
+  }
+  if (victim == nullptr) return nullptr;
+
+  Entry& e = *victim;
+  e.used = true;
+  e.complete = e.float_mode = e.ecn = e.collided = false;
+  e.tensor = h.tensor;
+  e.seq = h.seq;
+  e.aggregator = h.aggregator;
+  e.value_count = h.value_count;
+  e.parts = 0;
+  e.held.clear();
+  e.moved_on.clear();
+  e.sum.assign(h.value_count, 0);
+  e.result.clear();
+  return &e;
+}
+
+void ParameterServer::add_integers(Entry& e, const proto::Header& h,
+                                   std::span<const std::uint8_t> packet) {
+  const std::uint8_t* values = packet.data() + proto::kHeaderBytes;
+  for (std::size_t i = 0; i < h.value_count; ++i) e.sum[i] += proto::load_be_i32(values + 4 * i);
+}
+
+void ParameterServer::enter_float_mode(Job& job, Entry& e, Outbox& out) {
+  e.float_mode = true;
+  e.held.clear();  // integer partial sums are useless now: every worker sends floats
+  e.floats.assign(std::size_t{job.workers} * e.value_count, 0.0f);
+  ++job.counters.float_fallbacks;
+  send_float_request(job, e, out);
+}
+
+void ParameterServer::add_floats(Job& job, Entry& e, const proto::Header& h,
+                                 std::span<const std::uint8_t> packet, Outbox& out) {
+  // Floats are never aggregated on the way, so a float packet is one worker's values.
+  if (h.racks_bitmap != 0 || std::popcount(h.workers_bitmap) != 1) {
+    ++job.counters.rejected;
+    return;
+  }
+  const unsigned worker = std::countr_zero(h.workers_bitmap);
+  if (e.held.contains(h.rack, worker)) {
+    ++job.counters.duplicates;
+    return;
+  }
+  float* row = e.floats.data() + std::size_t{job.worker_offset[h.rack] + worker} * e.value_count;
+  quant::floats_from_wire(packet.data() + proto::kHeaderBytes, e.value_count, row);
+  e.held.add(ContributorSet::of(h, job.full_masks));
+  if (e.held.covers(job.full_masks)) finish_floats(job, e, out);
+}
+
+void ParameterServer::finish_integers(Job& job, Entry& e, Outbox& out) {
+  constexpr std::int64_t lo = std::numeric_limits<std::int32_t>::min();
+  constexpr std::int64_t hi = std::numeric_limits<std::int32_t>::max();
+  const bool fits = std::all_of(e.sum.begin(), e.sum.end(),
+                                [](std::int64_t v) { return v >= lo && v <= hi; });
+  if (!fits) {
+    enter_float_mode(job, e, out);
+    return;
+  }
+  if (e.parts == 1) ++job.counters.completed_in_network;
+  std::vector<std::uint8_t> values(std::size_t{e.value_count} * 4);
+  for (std::size_t i = 0; i < e.value_count; ++i)
+    proto::store_be_i32(values.data() + 4 * i, static_cast<std::int32_t>(e.sum[i]));
+  send_result(job, e, values, false, out);
+}
+
+// Summed in double, worker by worker in rack-major order, whatever order packets came in:
+// the float result is deterministic.
+void ParameterServer::finish_floats(Job& job, Entry& e, Outbox& out) {
+  std::vector<float> sum(e.value_count);
+  for (std::size_t i = 0; i < e.value_count; ++i) {
+    double acc = 0;
+    for (std::uint32_t w = 0; w < job.workers; ++w) acc += e.floats[std::size_t{w} * e.value_count + i];
+    sum[i] = static_cast<float>(acc);
+  }
+  std::vector<std::uint8_t> values(std::size_t{e.value_count} * 4);
+  quant::floats_to_wire(sum.data(), sum.size(), values.data());
+  send_result(job, e, values, true, out);
+}
+
+proto::Header ParameterServer::downward_header(const Job& job, const Entry& e) const {
+  proto::Header h;
+  h.next_level = proto::Level::parameter_server;
+  h.ps_index = job.config.ps_index;
+  h.job = job.config.job;
+  h.tensor = e.tensor;
+  h.seq = e.seq;
+  h.aggregator = e.aggregator;
+  h.job_fan_in = static_cast<std::uint8_t>(job.config.workers_per_rack.size());
+  h.rack_fan_in = job.config.workers_per_rack[0];
+  return h;
+}
+
+void ParameterServer::send_result(Job& job, Entry& e, std::span<const std::uint8_t> values,
+                                  bool floats, Outbox& out) {
+  proto::Header h = downward_header(job, e);
+  h.set(flag::kResult);
+  h.set(flag::kOverflow, floats);
+  h.set(flag::kEcn, e.ecn);
+  h.value_count = e.value_count;
+
+  // A slot whose fragments keep meeting busy aggregators moves to another index.
+  const std::uint32_t slot = e.seq & (job.config.window - 1);
+  std::uint32_t& streak = job.collision_streak[slot];
+  streak = e.collided ? streak + 1 : 0;
+  if (config_.remap_after > 0 && streak >= config_.remap_after && job.config.pool_size > 1) {
+    const std::uint32_t pool = job.config.pool_size;
+    std::uint32_t candidate = e.aggregator;
+    while (candidate % pool == e.aggregator % pool) {
+      const std::uint32_t generation = ++job.remap_generation[slot];
+      candidate = proto::aggregator_hash(job.config.job, slot + generation * job.config.window);
+    }
+    h.set(flag::kRemap);
+    h.remap_index = candidate;
+    streak = 0;
+    ++job.counters.remaps;
+  }
+
+  e.result.resize(h.packet_bytes());
+  proto::encode(h, e.result);
+  std::copy(values.begin(), values.end(), e.result.begin() + proto::kHeaderBytes);
+  auto packet = out.add(job.config.downstream, e.result.size());
+  std::copy(e.result.begin(), e.result.end(), packet.begin());
+  e.complete = true;
+  e.floats.clear();
+  ++job.counters.completed;
+}
+
+void ParameterServer::send_float_request(Job& job, const Entry& e, Outbox& out) {
+  proto::Header h = downward_header(job, e);
+  h.set(flag::kFloatRequest);
+  h.value_count = 0;
+  proto::encode(h, out.add(job.config.downstream, h.packet_bytes()));
+  ++job.counters.float_requests;
+}
+
+}  // namespace atp::engines

@@ -1,0 +1,111 @@
+#pragma once
+// The parameter server engine: finishes every sum the switches could not, exactly.
+//
+// Per (job, seq) it accepts a contribution only if it shares no worker with what it holds
+// (all-or-nothing dedup, see contributor_set.h), answers with the result through the switches,
+// keeps that result for late resends until every worker provably moved on, falls back to a
+// float sum when integers overflow, and suggests a new aggregator for slots that keep colliding.
+// Sans-IO and timer-free: workers drive all retransmission.
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engines/common.h"
+#include "engines/ps/contributor_set.h"
+#include "proto/header.h"
+
+namespace atp::engines {
+
+struct PsJob {
+  std::uint32_t job = 0;
+  std::vector<std::uint8_t> workers_per_rack;  // one entry per rack of the job
+  std::uint32_t window = 64;                   // the workers' window (power of two)
+  std::uint16_t values_per_packet = 256;       // K
+  NodeId downstream = 0;  // the switch that fans results out to the job's workers
+  std::uint8_t ps_index = 0;  // this server's shard: it owns seqs with seq % num_ps == ps_index
+  // Aggregators per switch, for remap suggestions; 0 disables them.
+  std::uint32_t pool_size = 0;
+};
+
+struct PsConfig {
+  // Consecutive completed seqs of a slot that met a collision before the PS suggests moving it.
+  std::uint32_t remap_after = 2;
+};
+
+struct PsJobCounters {
+  std::uint64_t contributions = 0;  // accepted integer contributions
+  std::uint64_t duplicates = 0;     // overlapped what was held: dropped whole
+  std::uint64_t completed = 0;
+  std::uint64_t completed_in_network = 0;  // arrived as one sum already complete
+  std::uint64_t float_fallbacks = 0;
+  std::uint64_t float_requests = 0;
+  std::uint64_t late_results = 0;   // results sent again for late packets
+  std::uint64_t stale = 0;          // for seqs every worker has moved past
+  std::uint64_t collided = 0;       // packets that had met a busy aggregator
+  std::uint64_t remaps = 0;
+  std::uint64_t rejected = 0;       // disagree with the job's configuration
+};
+
+struct PsCounters {
+  std::uint64_t malformed = 0;
+  std::uint64_t unknown_job = 0;
+  std::uint64_t misrouted = 0;  // ps_index of another server
+};
+
+class ParameterServer {
+ public:
+  explicit ParameterServer(PsConfig config = {});
+
+  void add_job(PsJob job);  // throws std::invalid_argument on a bad job
+  bool remove_job(std::uint32_t job);
+
+  void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out);
+
+  const PsCounters& counters() const { return counters_; }
+  const PsJobCounters* job_counters(std::uint32_t job) const;
+  // Per-seq entries holding state for `job` (bounded by 2 x window).
+  std::size_t entries_in_use(std::uint32_t job) const;
+
+ private:
+  struct Entry {
+    bool used = false, complete = false, float_mode = false, ecn = false, collided = false;
+    std::uint32_t tensor = 0, seq = 0, aggregator = 0;
+    std::uint16_t value_count = 0;
+    std::uint32_t parts = 0;  // accepted contributions
+    ContributorSet held;      // integer contributions summed so far
+    ContributorSet moved_on;  // workers that sent seq + window, so have this result
+    std::vector<std::int64_t> sum;
+    std::vector<float> floats;  // float mode: one row of K per worker
+    std::vector<std::uint8_t> result;
+  };
+  struct Job {
+    PsJob config;
+    std::vector<std::uint32_t> full_masks;  // each rack's workers
+    std::vector<std::uint32_t> worker_offset;  // row of rack r's first worker in Entry::floats
+    std::uint32_t workers = 0;
+    std::vector<Entry> entries;  // two per slot
+    std::vector<std::uint32_t> collision_streak, remap_generation;  // per slot
+    PsJobCounters counters;
+  };
+
+  bool consistent(const Job& job, const proto::Header& h) const;
+  Entry* entry_for(Job& job, const proto::Header& h);
+  void note_moved_on(Job& job, const proto::Header& h, const ContributorSet& who);
+  void add_integers(Entry& e, const proto::Header& h, std::span<const std::uint8_t> packet);
+  void enter_float_mode(Job& job, Entry& e, Outbox& out);
+  void add_floats(Job& job, Entry& e, const proto::Header& h, std::span<const std::uint8_t> packet,
+                  Outbox& out);
+  void finish_integers(Job& job, Entry& e, Outbox& out);
+  void finish_floats(Job& job, Entry& e, Outbox& out);
+  void send_result(Job& job, Entry& e, std::span<const std::uint8_t> values, bool floats,
+                   Outbox& out);
+  void send_float_request(Job& job, const Entry& e, Outbox& out);
+  proto::Header downward_header(const Job& job, const Entry& e) const;
+
+  PsConfig config_;
+  std::unordered_map<std::uint32_t, Job> jobs_;
+  PsCounters counters_;
+};
+
+}  // namespace atp::engines

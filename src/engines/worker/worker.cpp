@@ -1,0 +1,264 @@
+#include "engines/worker/worker.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+
+#include "proto/aggregator_index.h"
+#include "proto/header.h"
+#include "quant/quantizer.h"
+
+namespace atp::engines {
+
+namespace flag = proto::flag;
+
+void validate(const WorkerConfig& c) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("worker config: " + what); };
+  if (c.rack_fan_in == 0 || c.rack_fan_in > proto::kMaxFanIn) bad("rack_fan_in must be 1..32");
+  if (c.job_fan_in == 0 || c.job_fan_in > proto::kMaxFanIn) bad("job_fan_in must be 1..32");
+  if (c.rank_in_rack >= c.rack_fan_in) bad("rank_in_rack must be below rack_fan_in");
+  if (c.rack >= c.job_fan_in) bad("rack must be below job_fan_in");
+  if (c.job_workers < c.rack_fan_in || c.job_workers > proto::kMaxFanIn * proto::kMaxFanIn)
+    bad("job_workers must be at least rack_fan_in and at most 1024");
+  if (c.values_per_packet == 0 || c.values_per_packet > proto::kMaxValues)
+    bad("values_per_packet must be 1.." + std::to_string(proto::kMaxValues));
+  if (c.window == 0 || !std::has_single_bit(c.window) || c.window > (1u << 20))
+    bad("window must be a power of two up to 2^20");
+  if (!(c.scale > 0) || !std::isfinite(c.scale)) bad("scale must be a positive finite number");
+  if (c.parameter_servers == 0) bad("parameter_servers must be at least 1");
+  if (c.min_rto <= 0 || c.max_rto < c.min_rto) bad("need 0 < min_rto <= max_rto");
+  if (c.deadline <= 0) bad("deadline must be positive");
+}
+
+Worker::Worker(WorkerConfig config)
+    : config_((validate(config), config)),
+      cwnd_(config.initial_window ? config.initial_window : config.window, config.window),
+      rtt_(config.initial_rto, config.min_rto, config.max_rto),
+      quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
+      ring_(config.window),
+      aggregator_of_slot_(config.window) {
+  for (std::uint32_t s = 0; s < config_.window; ++s)
+    aggregator_of_slot_[s] = proto::aggregator_hash(config_.job, s);
+}
+
+std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<float> output,
+                             Outbox& out) {
+  if (failed()) throw std::runtime_error(error_);
+  if (input.size() != output.size())
+    throw std::invalid_argument("allreduce: input and output sizes differ");
+  const std::size_t k = config_.values_per_packet;
+  const std::size_t fragments = (input.size() + k - 1) / k;
+  if (fragments > (std::size_t{1} << 30))
+    throw std::invalid_argument("allreduce: tensor too large (more than 2^30 fragments)");
+
+  const std::uint32_t id = next_tensor_id_++;
+  if (fragments == 0) {
+    completed_.push_back(id);  // nothing to sum: an empty tensor is its own result
+    return id;
+  }
+  tensors_.push_back(Tensor{id, input.data(), output.data(), input.size(), end_seq_,
+                            static_cast<std::uint32_t>(fragments), 0});
+  end_seq_ += static_cast<std::uint32_t>(fragments);
+  send_new(now, out);
+  return id;
+}
+
+void Worker::send_new(Time now, Outbox& out) {
+  while (!failed() && next_seq_ != end_seq_ &&
+         seq_distance(next_seq_, base_) < static_cast<std::int32_t>(config_.window) &&
+         in_flight_ < cwnd_.allowed()) {
+    while (next_seq_ - tensors_[send_cursor_].first_seq >= tensors_[send_cursor_].fragments)
+      ++send_cursor_;
+    Tensor& t = tensors_[send_cursor_];
+    Fragment& f = slot(next_seq_);
+    f = Fragment{};
+    f.active = true;
+    f.seq = next_seq_;
+    f.tensor = &t;
+    f.offset = std::size_t{next_seq_ - t.first_seq} * config_.values_per_packet;
+    f.count = static_cast<std::uint16_t>(
+        std::min<std::size_t>(config_.values_per_packet, t.size - f.offset));
+    f.first_sent = now;
+    transmit(now, f, false, out);
+    ++stats_.fragments_sent;
+    ++in_flight_;
+    ++next_seq_;
+  }
+}
+
+void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
+  proto::Header h;
+  h.set(flag::kResend, resend);
+  h.next_level = proto::Level::rack;
+  h.ps_index = static_cast<std::uint8_t>(f.seq % config_.parameter_servers);
+  h.job = config_.job;
+  h.tensor = f.tensor->id;
+  h.seq = f.seq;
+  h.aggregator = aggregator_of_slot_[f.seq & (config_.window - 1)];
+  h.workers_bitmap = 1u << config_.rank_in_rack;
+  h.rack_fan_in = config_.rack_fan_in;
+  h.job_fan_in = config_.job_fan_in;
+  h.rack = config_.rack;
+  h.value_count = f.count;
+
+  std::span<std::uint8_t> packet = out.add(config_.uplink, h.packet_bytes());
+  std::uint8_t* values = packet.data() + proto::kHeaderBytes;
+  const float* in = f.tensor->input + f.offset;
+  // Values whose sum over the job's workers could leave int32 (or that are not finite) switch
+  // this fragment to floats for good. The bound makes overflow a property of the inputs, never
+  // of the order switches add them in, so every path gives the same result.
+  if (!f.float_mode && !quant::quantize_to_wire(in, f.count, config_.scale, quant_limit_, values))
+    f.float_mode = true;
+  if (f.float_mode) {
+    quant::floats_to_wire(in, f.count, values);
+    h.set(flag::kOverflow);
+    ++stats_.float_fragments;
+  }
+  proto::encode(h, packet);
+  f.last_sent = now;
+  f.rto_deadline = now + rtt_.rto(f.retransmits);
+}
+
+void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out) {
+  proto::Header h;
+  if (proto::decode(packet, h) != proto::DecodeError::ok || !h.is_downward() ||
+      h.job != config_.job) {
+    ++stats_.malformed;
+    return;
+  }
+  if (failed()) return;
+  if (seq_distance(h.seq, base_) < 0 || seq_distance(h.seq, next_seq_) >= 0) {
+    ++stats_.duplicate_results;
+    return;
+  }
+  Fragment& f = slot(h.seq);
+  if (!f.active || f.seq != h.seq || f.acked || f.tensor->id != h.tensor) {
+    ++stats_.duplicate_results;
+    return;
+  }
+
+  if (h.has(flag::kFloatRequest)) {
+    // The PS met an overflow for this seq and sums floats instead. Already sending floats:
+    // a lost float fragment is the retransmission timer's business.
+    if (!f.float_mode) {
+      f.float_mode = true;
+      f.resent = true;
+      transmit(now, f, false, out);
+    }
+    return;
+  }
+  if (h.value_count != f.count || h.has(flag::kWrapped)) {
+    ++stats_.malformed;
+    return;
+  }
+
+  const std::uint8_t* values = packet.data() + proto::kHeaderBytes;
+  float* dst = f.tensor->output + f.offset;
+  if (h.has(flag::kOverflow))
+    quant::floats_from_wire(values, f.count, dst);
+  else
+    quant::dequantize_from_wire(values, f.count, config_.scale, dst);
+
+  f.acked = true;
+  --in_flight_;
+  ++stats_.results;
+  if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
+  if (!f.resent) rtt_.sample(now - f.first_sent);
+  if (h.has(flag::kEcn)) ++stats_.ecn_marks;
+  cwnd_.on_result(h.has(flag::kEcn), h.seq, next_seq_);
+  if (h.has(flag::kRemap)) {
+    aggregator_of_slot_[h.seq & (config_.window - 1)] = h.remap_index;
+    ++stats_.remaps;
+  }
+  detect_gaps(now, f, out);
+  advance_base();
+  send_new(now, out);
+}
+
+// Results normally come back in about the order fragments left; a fragment that `threshold`
+// later ones overtook was probably lost. Resend it once, then leave it to its timer.
+void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
+  if (config_.reorder_threshold == 0) return;
+  const auto threshold = static_cast<std::int32_t>(config_.reorder_threshold);
+  for (std::uint32_t u = base_; seq_distance(acked.seq, u) >= threshold; ++u) {
+    Fragment& g = slot(u);
+    if (!g.active || g.acked || g.fast_resent || g.last_sent > acked.last_sent) continue;
+    g.fast_resent = true;
+    g.resent = true;
+    ++g.retransmits;
+    ++stats_.fast_resends;
+    cwnd_.on_loss(u, next_seq_);
+    transmit(now, g, true, out);
+  }
+}
+
+void Worker::advance_base() {
+  while (base_ != next_seq_ && slot(base_).acked) {
+    slot(base_).active = false;
+    ++base_;
+  }
+  while (!tensors_.empty() && tensors_.front().finished == tensors_.front().fragments) {
+    tensors_.pop_front();
+    if (send_cursor_ > 0) --send_cursor_;
+  }
+}
+
+void Worker::on_timer(Time now, Outbox& out) {
+  if (failed()) return;
+  for (std::uint32_t u = base_; u != next_seq_; ++u) {
+    Fragment& f = slot(u);
+    if (!f.active || f.acked) continue;
+    if (now - f.first_sent >= config_.deadline) {
+      fail("job " + std::to_string(config_.job) + " worker " + std::to_string(config_.rack) +
+           "/" + std::to_string(config_.rank_in_rack) + ": no result for fragment " +
+           std::to_string(f.seq) + " of tensor " + std::to_string(f.tensor->id) + " after " +
+           std::to_string(config_.deadline / kMillisecond) + " ms and " +
+           std::to_string(f.retransmits) + " resends; the switch or parameter server is "
+           "unreachable or the job's workers disagree");
+      return;
+    }
+    if (f.rto_deadline > now) continue;
+    ++f.retransmits;
+    f.resent = true;
+    ++stats_.timeouts;
+    cwnd_.on_loss(u, next_seq_);
+    transmit(now, f, true, out);
+  }
+}
+
+std::optional<Time> Worker::next_timer() const {
+  if (failed()) return std::nullopt;
+  std::optional<Time> next;
+  for (std::uint32_t u = base_; u != next_seq_; ++u) {
+    const Fragment& f = ring_[u & (config_.window - 1)];
+    if (!f.active || f.acked) continue;
+    const Time t = std::min(f.rto_deadline, f.first_sent + config_.deadline);
+    if (!next || t < *next) next = t;
+  }
+  return next;
+}
+
+AllreduceStatus Worker::status(std::uint32_t tensor) const {
+  if (seq_distance(tensor, next_tensor_id_) >= 0)
+    throw std::invalid_argument("allreduce: unknown tensor id " + std::to_string(tensor));
+  for (const Tensor& t : tensors_)
+    if (t.id == tensor)
+      return t.finished == t.fragments ? AllreduceStatus::done
+             : failed()                ? AllreduceStatus::failed
+                                       : AllreduceStatus::pending;
+  return AllreduceStatus::done;
+}
+
+std::vector<std::uint32_t> Worker::take_completed() {
+  std::vector<std::uint32_t> done;
+  done.swap(completed_);
+  return done;
+}
+
+void Worker::fail(std::string message) {
+  error_ = std::move(message);
+  in_flight_ = 0;
+}
+
+}  // namespace atp::engines

@@ -1,0 +1,134 @@
+#pragma once
+// The worker engine: cuts float tensors into fragments, quantizes them, paces them with an
+// ECN-driven congestion window, recovers losses, and reassembles the summed results.
+//
+// Sans-IO: submit() and on_packet()/on_timer() queue datagrams into the caller's Outbox;
+// next_timer() says when on_timer() is due. Results are written straight into the caller's
+// output buffer, which must stay alive until the allreduce completes.
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engines/common.h"
+#include "engines/worker/congestion_window.h"
+#include "engines/worker/rtt_estimator.h"
+
+namespace atp::engines {
+
+struct WorkerConfig {
+  std::uint32_t job = 0;
+  std::uint8_t rack = 0;         // this worker's rack within the job
+  std::uint8_t rank_in_rack = 0; // this worker's bit in its rack's bitmap
+  std::uint8_t rack_fan_in = 1;  // workers of the job in this rack
+  std::uint8_t job_fan_in = 1;   // racks of the job
+  std::uint16_t job_workers = 1; // workers of the job in all racks: bounds the int32 sum
+  std::uint16_t values_per_packet = 256;  // K
+  std::uint32_t window = 64;     // slots (power of two): aggregators used per switch, at most
+  std::uint32_t initial_window = 0;  // 0: start at `window`
+  float scale = 1 << 16;
+  std::uint8_t parameter_servers = 1;
+  NodeId uplink = 0;  // the rack switch
+  Duration initial_rto = 5 * kMillisecond;
+  Duration min_rto = 1 * kMillisecond;
+  Duration max_rto = 1 * kSecond;
+  std::uint32_t reorder_threshold = 3;
+  // A fragment without a result for this long fails the worker with a clear error.
+  Duration deadline = 30 * kSecond;
+};
+
+// Throws std::invalid_argument naming the first bad field.
+void validate(const WorkerConfig& config);
+
+enum class AllreduceStatus { pending, done, failed };
+
+struct WorkerStats {
+  std::uint64_t fragments_sent = 0;   // first transmissions
+  std::uint64_t timeouts = 0;         // resends after a retransmission timeout
+  std::uint64_t fast_resends = 0;     // resends after a sequence gap
+  std::uint64_t float_fragments = 0;  // sent as float32 (overflow or on request)
+  std::uint64_t results = 0;
+  std::uint64_t duplicate_results = 0;
+  std::uint64_t ecn_marks = 0;
+  std::uint64_t remaps = 0;
+  std::uint64_t malformed = 0;
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerConfig config);
+
+  // Starts an allreduce of `input` (summed over every worker of the job) into `output`.
+  // All workers of a job must submit the same sequence of tensor sizes. Returns the tensor id.
+  std::uint32_t submit(Time now, std::span<const float> input, std::span<float> output,
+                       Outbox& out);
+
+  void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out);
+  void on_timer(Time now, Outbox& out);
+  std::optional<Time> next_timer() const;
+
+  AllreduceStatus status(std::uint32_t tensor) const;
+  // Ids of allreduces finished since the last call, in completion order.
+  std::vector<std::uint32_t> take_completed();
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+  bool idle() const { return base_ == end_seq_; }
+
+  const WorkerConfig& config() const { return config_; }
+  const WorkerStats& stats() const { return stats_; }
+  double congestion_window() const { return cwnd_.value(); }
+  Duration smoothed_rtt() const { return rtt_.srtt(); }
+
+ private:
+  struct Tensor {
+    std::uint32_t id = 0;
+    const float* input = nullptr;
+    float* output = nullptr;
+    std::size_t size = 0;
+    std::uint32_t first_seq = 0;
+    std::uint32_t fragments = 0;
+    std::uint32_t finished = 0;
+  };
+  // One in-flight fragment, kept in the slot seq mod window.
+  struct Fragment {
+    bool active = false;
+    bool acked = false;
+    bool float_mode = false;
+    bool fast_resent = false;
+    bool resent = false;  // sent more than once: its round trip is ambiguous (Karn)
+    std::uint32_t seq = 0;
+    Tensor* tensor = nullptr;
+    std::size_t offset = 0;
+    std::uint16_t count = 0;
+    unsigned retransmits = 0;
+    Time first_sent = 0, last_sent = 0, rto_deadline = 0;
+  };
+
+  void send_new(Time now, Outbox& out);
+  void transmit(Time now, Fragment& f, bool resend, Outbox& out);
+  void detect_gaps(Time now, const Fragment& acked, Outbox& out);
+  void advance_base();
+  void fail(std::string message);
+  Fragment& slot(std::uint32_t seq) { return ring_[seq & (config_.window - 1)]; }
+
+  WorkerConfig config_;
+  CongestionWindow cwnd_;
+  RttEstimator rtt_;
+  std::int32_t quant_limit_;  // |quantized value| at most this, or the fragment goes as floats
+  std::vector<Fragment> ring_;
+  std::vector<std::uint32_t> aggregator_of_slot_;
+  std::deque<Tensor> tensors_;  // submitted and not fully finished, oldest first
+  std::size_t send_cursor_ = 0; // index in tensors_ of the tensor holding next_seq_
+  std::uint32_t next_tensor_id_ = 0;
+  std::uint32_t base_ = 0;      // oldest fragment without a result
+  std::uint32_t next_seq_ = 0;  // next fragment to send for the first time
+  std::uint32_t end_seq_ = 0;   // one past the last submitted fragment
+  std::uint32_t in_flight_ = 0;
+  std::vector<std::uint32_t> completed_;
+  std::string error_;
+  WorkerStats stats_;
+};
+
+}  // namespace atp::engines

@@ -1,0 +1,137 @@
+#include "proto/header.h"
+
+#include <bit>
+
+#include "proto/byte_order.h"
+
+namespace atp::proto {
+
+namespace offset {
+constexpr std::size_t version = 0;
+constexpr std::size_t flags = 1;
+constexpr std::size_t next_level = 2;
+constexpr std::size_t ps_index = 3;
+constexpr std::size_t job = 4;
+constexpr std::size_t tensor = 8;
+constexpr std::size_t seq = 12;
+constexpr std::size_t aggregator = 16;
+constexpr std::size_t workers_bitmap = 20;
+constexpr std::size_t racks_bitmap = 24;
+constexpr std::size_t rack_fan_in = 28;
+constexpr std::size_t job_fan_in = 29;
+constexpr std::size_t rack = 30;
+constexpr std::size_t reserved8 = 31;
+constexpr std::size_t value_count = 32;
+constexpr std::size_t reserved16 = 34;
+constexpr std::size_t remap_index = 36;
+}  // namespace offset
+static_assert(offset::remap_index + 4 == kHeaderBytes);
+
+std::string_view to_string(DecodeError e) {
+  switch (e) {
+    case DecodeError::ok: return "ok";
+    case DecodeError::too_short: return "packet shorter than the ATP header";
+    case DecodeError::bad_version: return "unsupported ATP version";
+    case DecodeError::bad_length: return "packet length does not match value_count";
+    case DecodeError::too_many_values: return "value_count above the maximum";
+    case DecodeError::bad_level: return "next_level is not 0, 1 or 2";
+    case DecodeError::bad_fan_in: return "fan-in is 0 or above 32";
+    case DecodeError::bad_rack: return "rack index not below the job's rack count";
+    case DecodeError::bad_bitmap: return "bitmap has bits beyond the fan-in or names no contributor";
+    case DecodeError::bad_flags: return "contradictory flags";
+    case DecodeError::reserved_not_zero: return "reserved bytes are not zero";
+  }
+  return "unknown decode error";
+}
+
+namespace {
+
+DecodeError validate_flags(const Header& h) {
+  const bool result = h.has(flag::kResult);
+  const bool float_request = h.has(flag::kFloatRequest);
+  if (result && float_request) return DecodeError::bad_flags;
+  if (h.is_downward() && (h.has(flag::kResend) || h.has(flag::kCollision)))
+    return DecodeError::bad_flags;
+  if (h.has(flag::kWrapped) && h.has(flag::kOverflow)) return DecodeError::bad_flags;
+  if (h.has(flag::kRemap) && !result) return DecodeError::bad_flags;
+  return DecodeError::ok;
+}
+
+DecodeError validate_contributors(const Header& h) {
+  if (h.rack_fan_in == 0 || h.rack_fan_in > kMaxFanIn || h.job_fan_in == 0 ||
+      h.job_fan_in > kMaxFanIn)
+    return DecodeError::bad_fan_in;
+  if (h.rack >= h.job_fan_in) return DecodeError::bad_rack;
+  if ((h.workers_bitmap & ~low_bits(h.rack_fan_in)) != 0 ||
+      (h.racks_bitmap & ~low_bits(h.job_fan_in)) != 0)
+    return DecodeError::bad_bitmap;
+  if (h.is_downward()) return DecodeError::ok;
+  // An upward packet names at least one contributor, and never both a whole rack and a
+  // part of that same rack.
+  if (h.workers_bitmap == 0 && h.racks_bitmap == 0) return DecodeError::bad_bitmap;
+  if (h.workers_bitmap != 0 && (h.racks_bitmap & (1u << h.rack)) != 0)
+    return DecodeError::bad_bitmap;
+  return DecodeError::ok;
+}
+
+}  // namespace
+
+DecodeError decode(std::span<const std::uint8_t> packet, Header& h) {
+  if (packet.size() < kHeaderBytes) return DecodeError::too_short;
+  const std::uint8_t* p = packet.data();
+  if (p[offset::version] != kVersion) return DecodeError::bad_version;
+  if (p[offset::reserved8] != 0 || load_be16(p + offset::reserved16) != 0)
+    return DecodeError::reserved_not_zero;
+
+  h.value_count = load_be16(p + offset::value_count);
+  if (h.value_count > kMaxValues) return DecodeError::too_many_values;
+  if (packet.size() != h.packet_bytes()) return DecodeError::bad_length;
+
+  const std::uint8_t level = p[offset::next_level];
+  if (level > static_cast<std::uint8_t>(Level::spine)) return DecodeError::bad_level;
+  h.next_level = static_cast<Level>(level);
+  h.flags = p[offset::flags];
+  h.ps_index = p[offset::ps_index];
+  h.job = load_be32(p + offset::job);
+  h.tensor = load_be32(p + offset::tensor);
+  h.seq = load_be32(p + offset::seq);
+  h.aggregator = load_be32(p + offset::aggregator);
+  h.workers_bitmap = load_be32(p + offset::workers_bitmap);
+  h.racks_bitmap = load_be32(p + offset::racks_bitmap);
+  h.rack_fan_in = p[offset::rack_fan_in];
+  h.job_fan_in = p[offset::job_fan_in];
+  h.rack = p[offset::rack];
+  h.remap_index = load_be32(p + offset::remap_index);
+
+  if (auto e = validate_flags(h); e != DecodeError::ok) return e;
+  if (!h.is_downward() && h.value_count == 0) return DecodeError::bad_length;
+  return validate_contributors(h);
+}
+
+void encode(const Header& h, std::span<std::uint8_t> out) {
+  std::uint8_t* p = out.data();
+  p[offset::version] = kVersion;
+  p[offset::ps_index] = h.ps_index;
+  store_be32(p + offset::job, h.job);
+  store_be32(p + offset::tensor, h.tensor);
+  store_be32(p + offset::seq, h.seq);
+  store_be32(p + offset::aggregator, h.aggregator);
+  p[offset::rack_fan_in] = h.rack_fan_in;
+  p[offset::job_fan_in] = h.job_fan_in;
+  p[offset::rack] = h.rack;
+  p[offset::reserved8] = 0;
+  store_be16(p + offset::value_count, h.value_count);
+  store_be16(p + offset::reserved16, 0);
+  store_be32(p + offset::remap_index, h.remap_index);
+  encode_flags_and_bitmaps(h, out);
+}
+
+void encode_flags_and_bitmaps(const Header& h, std::span<std::uint8_t> packet) {
+  std::uint8_t* p = packet.data();
+  p[offset::flags] = h.flags;
+  p[offset::next_level] = static_cast<std::uint8_t>(h.next_level);
+  store_be32(p + offset::workers_bitmap, h.workers_bitmap);
+  store_be32(p + offset::racks_bitmap, h.racks_bitmap);
+}
+
+}  // namespace atp::proto

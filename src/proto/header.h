@@ -1,0 +1,97 @@
+#pragma once
+// The ATP header: a fixed 40-byte block at the start of every UDP payload, followed by
+// `value_count` 32-bit values (int32, or float32 when the overflow flag is set), big-endian.
+// docs/protocol.md has the byte layout and the meaning of every field.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace atp::proto {
+
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::size_t kHeaderBytes = 40;
+inline constexpr std::size_t kValueBytes = 4;
+// Software switches take K up to this; the Tofino profile uses K = 64.
+inline constexpr std::uint16_t kMaxValues = 1024;
+// Bitmaps are 32 bits wide, so at most 32 workers per rack and 32 racks per job.
+inline constexpr unsigned kMaxFanIn = 32;
+inline constexpr std::uint16_t kDefaultUdpPort = 9999;
+
+namespace flag {
+inline constexpr std::uint8_t kResult = 0x01;        // PS -> workers: the finished sum
+inline constexpr std::uint8_t kResend = 0x02;        // worker retransmission: flushes switch state
+inline constexpr std::uint8_t kCollision = 0x04;     // met another fragment's aggregator
+inline constexpr std::uint8_t kEcn = 0x08;           // congestion experienced on the way
+inline constexpr std::uint8_t kOverflow = 0x10;      // payload is float32, not int32
+inline constexpr std::uint8_t kWrapped = 0x20;       // an int32 sum overflowed: values invalid
+inline constexpr std::uint8_t kFloatRequest = 0x40;  // PS -> workers: send floats for this seq
+inline constexpr std::uint8_t kRemap = 0x80;         // result suggests `remap_index` for the slot
+}  // namespace flag
+
+// Which element handles the packet next on its way up.
+enum class Level : std::uint8_t { parameter_server = 0, rack = 1, spine = 2 };
+
+struct Header {
+  std::uint8_t flags = 0;
+  Level next_level = Level::rack;
+  std::uint8_t ps_index = 0;
+  std::uint32_t job = 0;
+  // The allreduce call this fragment belongs to (per job, counting up). With `seq` it names the
+  // fragment uniquely, also after `seq` wraps.
+  std::uint32_t tensor = 0;
+  // Job-wide fragment sequence number; slot = seq mod window.
+  std::uint32_t seq = 0;
+  // Aggregator index chosen by the worker; each switch reduces it modulo its pool size.
+  std::uint32_t aggregator = 0;
+  // Contributors: every worker of each rack in `racks_bitmap`, plus the workers in
+  // `workers_bitmap` of rack `rack`. A worker's own fragment has racks_bitmap = 0.
+  std::uint32_t workers_bitmap = 0;  // level 1 bitmap
+  std::uint32_t racks_bitmap = 0;    // level 2 bitmap
+  std::uint8_t rack_fan_in = 1;      // workers in rack `rack` (level 1 fan-in)
+  std::uint8_t job_fan_in = 1;       // racks of the job (level 2 fan-in)
+  std::uint8_t rack = 0;
+  std::uint16_t value_count = 0;
+  std::uint32_t remap_index = 0;
+
+  bool has(std::uint8_t f) const { return (flags & f) != 0; }
+  void set(std::uint8_t f, bool on = true) { flags = on ? (flags | f) : (flags & ~f); }
+  bool is_downward() const { return has(flag::kResult) || has(flag::kFloatRequest); }
+  std::size_t packet_bytes() const { return kHeaderBytes + std::size_t{value_count} * kValueBytes; }
+};
+
+enum class DecodeError : std::uint8_t {
+  ok,
+  too_short,
+  bad_version,
+  bad_length,
+  too_many_values,
+  bad_level,
+  bad_fan_in,
+  bad_rack,
+  bad_bitmap,
+  bad_flags,
+  reserved_not_zero,
+};
+
+std::string_view to_string(DecodeError e);
+
+// Parses and validates the header of `packet` (the whole UDP payload, values included).
+DecodeError decode(std::span<const std::uint8_t> packet, Header& out);
+
+// Writes the 40 header bytes; the caller owns the values that follow.
+void encode(const Header& h, std::span<std::uint8_t> out);
+
+// Rewrites only the mutable fields a switch touches (flags, level, bitmaps), in place.
+void encode_flags_and_bitmaps(const Header& h, std::span<std::uint8_t> packet);
+
+inline std::span<std::uint8_t> payload(std::span<std::uint8_t> packet) {
+  return packet.subspan(kHeaderBytes);
+}
+inline std::span<const std::uint8_t> payload(std::span<const std::uint8_t> packet) {
+  return packet.subspan(kHeaderBytes);
+}
+
+inline std::uint32_t low_bits(unsigned n) { return n >= 32 ? ~0u : ((1u << n) - 1u); }
+
+}  // namespace atp::proto

@@ -1,0 +1,31 @@
+#pragma once
+// Internal: the per-ISA kernels behind quantizer.h. quantizer.cpp picks one at run time.
+//
+// The AVX kernels live in their own translation units and carry per-function target attributes,
+// so the library builds without -mavx* flags and only calls them after checking the CPU.
+// Every kernel accepts unaligned pointers and any n (tails included).
+#include <cstddef>
+#include <cstdint>
+
+namespace atp::quant::detail {
+
+// 2^31 as a float: the smallest magnitude that is not representable after scaling.
+inline constexpr float kTwoPow31 = 2147483648.0f;
+
+bool quantize_scalar(const float* in, std::size_t n, float scale, std::int32_t max_magnitude,
+                     std::uint8_t* out);
+void dequantize_scalar(const std::uint8_t* in, std::size_t n, float scale, float* out);
+// Reverses the bytes of each of n 32-bit words (host float <-> big-endian wire, both ways).
+void bswap32_scalar(const void* in, std::size_t n, void* out);
+
+bool quantize_avx2(const float* in, std::size_t n, float scale, std::int32_t max_magnitude,
+                   std::uint8_t* out);
+void dequantize_avx2(const std::uint8_t* in, std::size_t n, float scale, float* out);
+void bswap32_avx2(const void* in, std::size_t n, void* out);
+
+bool quantize_avx512(const float* in, std::size_t n, float scale, std::int32_t max_magnitude,
+                     std::uint8_t* out);
+void dequantize_avx512(const std::uint8_t* in, std::size_t n, float scale, float* out);
+void bswap32_avx512(const void* in, std::size_t n, void* out);
+
+}  // namespace atp::quant::detail

@@ -1,0 +1,69 @@
+#pragma once
+// Float <-> scaled int32 conversion for gradient fragments, straight to and from the wire.
+//
+// Switches add integers, so a worker multiplies each float by a per-job scale and rounds to the
+// nearest int32 (ties to even). Payloads travel big-endian (network order, what a P4 parser
+// sees), so the conversion and the byte swap happen in one pass.
+//
+// Definition (every ISA path gives bit-identical output):
+//   y = x * scale                    (IEEE single multiply, round to nearest even)
+//   in_range(y)  <=>  |y| < 2^31 and y is not NaN
+//   q = in_range(y) ? round_half_even(y) : INT32_MIN
+//   representable  <=>  in_range(y) and |q| <= max_magnitude
+//   dequantize(q) = float(q) * (1.0f / scale)
+// A worker passes max_magnitude = sum_safe_magnitude(workers): then no sum of any subset of the
+// job's values can leave int32, in whatever order switches add them.
+// NaN, +-Inf and values whose scaled magnitude reaches 2^31 are not representable: the fragment
+// must then travel as float32 (see the worker), so a non-finite gradient gives the IEEE float sum
+// at the parameter server, exactly like a float allreduce would.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace atp::quant {
+
+enum class Isa { scalar, avx2, avx512 };
+
+std::string_view to_string(Isa isa);
+
+// The widest ISA this CPU supports (checked once at run time).
+Isa best_isa();
+
+// True if this CPU can run `isa`.
+bool supported(Isa isa);
+
+// Quantizes n floats into n big-endian int32 at `out` (4n bytes).
+// Returns true if every value was representable; false means at least one was not and the
+// fragment must be sent as float32 instead.
+bool quantize_to_wire(const float* in, std::size_t n, float scale, std::uint8_t* out);
+bool quantize_to_wire(const float* in, std::size_t n, float scale, std::int32_t max_magnitude,
+                      std::uint8_t* out);
+
+// No bound beyond int32 itself.
+inline constexpr std::int32_t kAnyMagnitude = 2147483647;
+
+// The largest |q| per worker for which `workers` of them always sum within int32.
+std::int32_t sum_safe_magnitude(int workers);
+
+// Reads n big-endian int32 from `in` and writes float(q) * (1/scale) to `out`.
+void dequantize_from_wire(const std::uint8_t* in, std::size_t n, float scale, float* out);
+
+// Same, on an explicitly chosen ISA (tests and benchmarks compare the paths).
+bool quantize_to_wire(Isa isa, const float* in, std::size_t n, float scale, std::uint8_t* out);
+bool quantize_to_wire(Isa isa, const float* in, std::size_t n, float scale,
+                      std::int32_t max_magnitude, std::uint8_t* out);
+void dequantize_from_wire(Isa isa, const std::uint8_t* in, std::size_t n, float scale, float* out);
+
+// Float32 payloads (the overflow path): host floats to big-endian bytes and back, bit for bit.
+void floats_to_wire(const float* in, std::size_t n, std::uint8_t* out);
+void floats_from_wire(const std::uint8_t* in, std::size_t n, float* out);
+
+// True if adding `workers` values of magnitude up to `max_abs` could leave int32.
+bool sum_may_overflow(std::int64_t max_abs, int workers);
+
+// The largest power-of-two scale for which `workers` gradients of magnitude up to
+// `max_abs_value` can be summed in int32 without overflow. Powers of two keep
+// x * scale and the inverse exact in floating point.
+float choose_scale(float max_abs_value, int workers);
+
+}  // namespace atp::quant

@@ -1,0 +1,109 @@
+// AVX2 kernels: 8 floats per vector, byte swap fused via vpshufb, scalar tail.
+// Each function carries target("avx2") so the file builds without -mavx2; quantizer.cpp only
+// calls these after checking the CPU. Loops do two vectors per iteration: on cache-resident
+// buffers that measured ~30% faster than one, as loop overhead competes with the real work.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "quant/kernels.h"
+
+#define ATP_AVX2 __attribute__((target("avx2")))
+
+namespace atp::quant::detail {
+namespace {
+
+// vpshufb control reversing the 4 bytes of every 32-bit lane (shuffles stay within 128-bit lanes,
+// which is all a 32-bit swap needs).
+ATP_AVX2 inline __m256i bswap32_control() {
+  return _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,  //
+                          3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+}
+
+// Quantizes 8 floats to 8 big-endian int32 and returns the (host order) integers.
+//
+// vcvtps2dq rounds half-to-even under the default MXCSR and returns INT32_MIN ("integer
+// indefinite") for NaN and |y| >= 2^31, which is exactly the definition's output. In-range
+// results never equal INT32_MIN (the float closest to -2^31 above it is -2^31 + 128), and
+// y == -2^31 itself is non-representable by definition, so "some q == INT32_MIN" is precisely
+// "some value not representable"; callers track the largest |q| (unsigned), which also checks
+// the per-job magnitude bound.
+ATP_AVX2 inline __m256i quantize8(const float* in, __m256 scale, __m256i control,
+                                  std::uint8_t* out) {
+  const __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(in), scale));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_shuffle_epi8(q, control));
+  return q;
+}
+
+ATP_AVX2 inline void dequantize8(const std::uint8_t* in, __m256 inverse, __m256i control,
+                                 float* out) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  const __m256 q = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(raw, control));
+  _mm256_storeu_ps(out, _mm256_mul_ps(q, inverse));
+}
+
+ATP_AVX2 inline void bswap8(const std::uint8_t* in, __m256i control, std::uint8_t* out) {
+  const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_shuffle_epi8(raw, control));
+}
+
+}  // namespace
+
+ATP_AVX2 bool quantize_avx2(const float* in, std::size_t n, float scale,
+                           std::int32_t max_magnitude, std::uint8_t* out) {
+  const __m256 scale_v = _mm256_set1_ps(scale);
+  const __m256i control = bswap32_control();
+  // Largest |q| seen, unsigned: |INT32_MIN| reads as 2^31, above any max_magnitude, so the
+  // non-representable lanes fail the same single comparison at the end.
+  __m256i largest = _mm256_setzero_si256();
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i q0 = quantize8(in + i, scale_v, control, out + 4 * i);
+    const __m256i q1 = quantize8(in + i + 8, scale_v, control, out + 4 * i + 32);
+    largest = _mm256_max_epu32(
+        largest, _mm256_max_epu32(_mm256_abs_epi32(q0), _mm256_abs_epi32(q1)));
+  }
+  if (i + 8 <= n) {
+    const __m256i q = quantize8(in + i, scale_v, control, out + 4 * i);
+    largest = _mm256_max_epu32(largest, _mm256_abs_epi32(q));
+    i += 8;
+  }
+  const __m256i limit = _mm256_set1_epi32(max_magnitude);
+  const __m256i within = _mm256_cmpeq_epi32(_mm256_max_epu32(largest, limit), limit);
+  const bool body_ok = _mm256_movemask_epi8(within) == -1;
+  const bool tail_ok = quantize_scalar(in + i, n - i, scale, max_magnitude, out + 4 * i);
+  return body_ok && tail_ok;
+}
+
+ATP_AVX2 void dequantize_avx2(const std::uint8_t* in, std::size_t n, float scale, float* out) {
+  const __m256 inverse = _mm256_set1_ps(1.0f / scale);
+  const __m256i control = bswap32_control();
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    dequantize8(in + 4 * i, inverse, control, out + i);
+    dequantize8(in + 4 * i + 32, inverse, control, out + i + 8);
+  }
+  if (i + 8 <= n) {
+    dequantize8(in + 4 * i, inverse, control, out + i);
+    i += 8;
+  }
+  dequantize_scalar(in + 4 * i, n - i, scale, out + i);
+}
+
+ATP_AVX2 void bswap32_avx2(const void* in, std::size_t n, void* out) {
+  const auto* src = static_cast<const std::uint8_t*>(in);
+  auto* dst = static_cast<std::uint8_t*>(out);
+  const __m256i control = bswap32_control();
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    bswap8(src + 4 * i, control, dst + 4 * i);
+    bswap8(src + 4 * i + 32, control, dst + 4 * i + 32);
+  }
+  if (i + 8 <= n) {
+    bswap8(src + 4 * i, control, dst + 4 * i);
+    i += 8;
+  }
+  bswap32_scalar(src + 4 * i, n - i, dst + 4 * i);
+}
+
+}  // namespace atp::quant::detail

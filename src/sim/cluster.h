@@ -1,0 +1,68 @@
+#pragma once
+// Builds a simulated cluster (racks of workers, one level-1 switch per rack, a level-2 switch
+// in the PS rack, parameter servers), runs the jobs' training loops on it, and reports.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engines/switch/switch_pipeline.h"
+#include "engines/worker/worker.h"
+#include "sim/gradients.h"
+#include "sim/nodes.h"
+#include "sim/simulator.h"
+
+namespace atp::sim {
+
+struct JobSpec {
+  // Workers of the job in each cluster rack (0: none there). At most 32 per rack.
+  std::vector<std::uint8_t> workers_per_rack;
+  std::uint32_t window = 64;
+  std::uint16_t values_per_packet = 256;
+  float scale = 0;  // 0: chosen from the gradients' magnitude and the job's size
+  TrainingPlan plan;
+  GradientSource gradients;
+};
+
+struct ClusterSpec {
+  std::vector<JobSpec> jobs;
+  std::uint32_t pool_size = 1024;  // aggregators per switch
+  engines::Policy policy = engines::Policy::atp;
+  std::uint8_t parameter_servers = 1;
+  LinkSpec host_link;  // worker <-> rack switch, PS <-> PS-rack switch
+  LinkSpec core_link;  // rack switch <-> PS-rack switch
+  engines::WorkerConfig worker_defaults;  // timers and windows; job fields are filled in
+  std::uint64_t seed = 1;
+  Duration time_limit = 60 * kSecond;  // simulated; unfinished jobs are reported as such
+};
+
+struct JobReport {
+  std::uint32_t job = 0;
+  bool finished = false;
+  bool exact = false;  // finished, and every result of every worker matched the exact sum
+  std::string error;   // a worker's failure, if any
+  std::uint64_t results_checked = 0, mismatches = 0;
+  Time completion_time = 0;
+  Duration communication_time = 0;  // mean over workers
+  std::uint64_t tensor_bytes = 0;   // per worker, all iterations
+  std::uint32_t iterations = 0;
+  engines::WorkerStats workers;     // summed over the job's workers
+  engines::SwitchJobCounters switches;  // summed over every switch
+  engines::PsJobCounters ps;            // summed over every PS
+  double fraction_in_network = 0;   // seqs the PS received as one complete sum
+};
+
+struct ClusterReport {
+  std::vector<JobReport> jobs;
+  std::uint64_t events = 0;
+  std::uint64_t trace_hash = 0;
+  Time end_time = 0;
+  LinkCounters links;
+  bool all_exact() const;
+};
+
+// Throws std::invalid_argument on an impossible spec.
+ClusterReport run_cluster(const ClusterSpec& spec,
+                          const Simulator::DropFilter& drop_filter = {});
+
+}  // namespace atp::sim

@@ -1,0 +1,26 @@
+#pragma once
+// Synthetic gradients that any node can regenerate from (seed, job, worker, iteration,
+// tensor), and the exact result an allreduce of them must produce.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace atp::sim {
+
+struct GradientSource {
+  std::uint64_t seed = 1;
+  float magnitude = 1.0f;           // values are uniform in [-magnitude, magnitude)
+  double overflow_fraction = 0;     // share of values blown up past what int32 can carry
+  double nan_fraction = 0;          // share of values that are NaN
+
+  void fill(std::uint32_t job, std::uint32_t worker, std::uint32_t iteration,
+            std::uint32_t tensor, std::span<float> out) const;
+};
+
+// What ATP must return for workers' `inputs` (in rack-major worker order, the order the PS
+// sums floats in): per fragment of K values, the dequantized int32 sum if every worker's values
+// quantize within sum_safe_magnitude, else the float sum in that order.
+void exact_allreduce(std::span<const std::vector<float>> inputs, std::uint16_t values_per_packet,
+                     float scale, std::span<float> out);
+
+}  // namespace atp::sim

@@ -1,0 +1,118 @@
+#include "sim/nodes.h"
+
+#include <cstring>
+
+namespace atp::sim {
+
+void SwitchNode::receive(Simulator& sim, NodeId, std::vector<std::uint8_t>& bytes) {
+  const engines::Forwarding f = pipeline_.process(bytes);
+  switch (f.action) {
+    case engines::Forwarding::Action::drop: return;
+    case engines::Forwarding::Action::unicast: sim.send(id_, f.to, std::move(bytes)); return;
+    case engines::Forwarding::Action::multicast:
+      for (std::size_t i = 0; i < f.group.size(); ++i) {
+        if (i + 1 == f.group.size())
+          sim.send(id_, f.group[i], std::move(bytes));
+        else
+          sim.send(id_, f.group[i], bytes);
+      }
+      return;
+  }
+}
+
+void PsNode::receive(Simulator& sim, NodeId, std::vector<std::uint8_t>& bytes) {
+  ps_.on_packet(sim.now(), bytes, outbox_);
+  for (auto& d : outbox_.packets()) sim.send(id_, d.to, std::move(d.bytes));
+  outbox_.clear();
+}
+
+bool JobVerifier::check(std::uint32_t iteration, std::uint32_t tensor,
+                        std::span<const float> result) {
+  auto key = std::make_pair(iteration, tensor);
+  auto it = expected_.find(key);
+  if (it == expected_.end()) {
+    std::vector<std::vector<float>> inputs(workers_, std::vector<float>(result.size()));
+    for (std::uint32_t w = 0; w < workers_; ++w) source_.fill(job_, w, iteration, tensor, inputs[w]);
+    Expected e{std::vector<float>(result.size()), workers_};
+    exact_allreduce(inputs, k_, scale_, e.values);
+    it = expected_.emplace(key, std::move(e)).first;
+  }
+  Expected& e = it->second;
+  // Bit for bit: NaN results must carry the same bits too.
+  const bool exact = e.values.size() == result.size() &&
+                     std::memcmp(e.values.data(), result.data(), result.size_bytes()) == 0;
+  ++checked_;
+  if (!exact) ++mismatches_;
+  if (--e.remaining == 0) expected_.erase(it);
+  return exact;
+}
+
+TrainingWorkerNode::TrainingWorkerNode(engines::WorkerConfig config, TrainingPlan plan,
+                                       std::uint32_t job_rank, JobVerifier& verifier)
+    : worker_(config), plan_(std::move(plan)), job_rank_(job_rank), verifier_(verifier) {
+  for (std::size_t size : plan_.tensor_sizes) {
+    inputs_.emplace_back(size);
+    outputs_.emplace_back(size);
+  }
+}
+
+void TrainingWorkerNode::start(Simulator& sim, NodeId self) {
+  self_ = self;
+  if (plan_.iterations == 0) return;
+  computing_ = true;
+  compute_done_ = sim.now() + plan_.compute;
+  sim.arm_timer(self_, compute_done_);
+}
+
+void TrainingWorkerNode::begin_allreduce(Simulator& sim) {
+  computing_ = false;
+  allreduce_started_ = sim.now();
+  tensor_ids_.clear();
+  outstanding_ = inputs_.size();
+  for (std::size_t t = 0; t < inputs_.size(); ++t) {
+    verifier_.source().fill(verifier_.job(), job_rank_, iteration_, static_cast<std::uint32_t>(t),
+                            inputs_[t]);
+    tensor_ids_.push_back(worker_.submit(sim.now(), inputs_[t], outputs_[t], outbox_));
+  }
+  collect(sim);  // empty tensors finish at once
+}
+
+void TrainingWorkerNode::collect(Simulator& sim) {
+  for (std::uint32_t id : worker_.take_completed()) {
+    const std::size_t t = id - tensor_ids_.front();
+    verifier_.check(iteration_, static_cast<std::uint32_t>(t), outputs_[t]);
+    --outstanding_;
+  }
+  if (outstanding_ > 0 || computing_ || finished()) return;
+  communication_time_ += sim.now() - allreduce_started_;
+  if (++iteration_ == plan_.iterations) {
+    finish_time_ = sim.now();
+    return;
+  }
+  computing_ = true;
+  compute_done_ = sim.now() + plan_.compute;
+}
+
+void TrainingWorkerNode::receive(Simulator& sim, NodeId, std::vector<std::uint8_t>& bytes) {
+  worker_.on_packet(sim.now(), bytes, outbox_);
+  collect(sim);
+  flush(sim);
+}
+
+void TrainingWorkerNode::timer(Simulator& sim) {
+  if (computing_ && sim.now() >= compute_done_) begin_allreduce(sim);
+  worker_.on_timer(sim.now(), outbox_);
+  collect(sim);
+  flush(sim);
+}
+
+// Sends what the engine queued and re-arms one timer for the engine and the compute phase.
+void TrainingWorkerNode::flush(Simulator& sim) {
+  for (auto& d : outbox_.packets()) sim.send(self_, d.to, std::move(d.bytes));
+  outbox_.clear();
+  std::optional<Time> next = worker_.next_timer();
+  if (computing_ && (!next || compute_done_ < *next)) next = compute_done_;
+  if (next) sim.arm_timer(self_, *next);
+}
+
+}  // namespace atp::sim

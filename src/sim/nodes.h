@@ -1,0 +1,113 @@
+#pragma once
+// Simulator nodes that run the real engines: a switch, a parameter server, and a training
+// worker that computes, allreduces its tensors, and checks every result against the exact sum.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "engines/ps/parameter_server.h"
+#include "engines/switch/switch_pipeline.h"
+#include "engines/worker/worker.h"
+#include "sim/gradients.h"
+#include "sim/simulator.h"
+
+namespace atp::sim {
+
+class SwitchNode : public Node {
+ public:
+  explicit SwitchNode(engines::SwitchConfig config) : pipeline_(config) {}
+  engines::SwitchPipeline& pipeline() { return pipeline_; }
+  void receive(Simulator& sim, NodeId from, std::vector<std::uint8_t>& bytes) override;
+  void set_id(NodeId id) { id_ = id; }
+
+ private:
+  engines::SwitchPipeline pipeline_;
+  NodeId id_ = 0;
+};
+
+class PsNode : public Node {
+ public:
+  explicit PsNode(engines::PsConfig config = {}) : ps_(config) {}
+  engines::ParameterServer& ps() { return ps_; }
+  void receive(Simulator& sim, NodeId from, std::vector<std::uint8_t>& bytes) override;
+  void set_id(NodeId id) { id_ = id; }
+
+ private:
+  engines::ParameterServer ps_;
+  Outbox outbox_;
+  NodeId id_ = 0;
+};
+
+// What a job's training loop does: `iterations` x (compute, then allreduce every tensor).
+struct TrainingPlan {
+  std::vector<std::size_t> tensor_sizes;  // floats per tensor
+  std::uint32_t iterations = 1;
+  Duration compute = 0;
+};
+
+// Shared by a job's workers: regenerates every worker's gradients to compute the exact sum
+// once per (iteration, tensor), and collects the verdicts.
+class JobVerifier {
+ public:
+  JobVerifier(GradientSource source, std::uint32_t job, std::uint32_t workers,
+              std::uint16_t values_per_packet, float scale)
+      : source_(source), job_(job), workers_(workers), k_(values_per_packet), scale_(scale) {}
+
+  // Compares a worker's result bit for bit; returns true if exact.
+  bool check(std::uint32_t iteration, std::uint32_t tensor, std::span<const float> result);
+  std::uint64_t checked() const { return checked_; }
+  std::uint64_t mismatches() const { return mismatches_; }
+  const GradientSource& source() const { return source_; }
+  std::uint32_t job() const { return job_; }
+
+ private:
+  struct Expected {
+    std::vector<float> values;
+    std::uint32_t remaining;
+  };
+  GradientSource source_;
+  std::uint32_t job_, workers_;
+  std::uint16_t k_;
+  float scale_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, Expected> expected_;
+  std::uint64_t checked_ = 0, mismatches_ = 0;
+};
+
+class TrainingWorkerNode : public Node {
+ public:
+  TrainingWorkerNode(engines::WorkerConfig config, TrainingPlan plan, std::uint32_t job_rank,
+                     JobVerifier& verifier);
+
+  void start(Simulator& sim, NodeId self);
+  void receive(Simulator& sim, NodeId from, std::vector<std::uint8_t>& bytes) override;
+  void timer(Simulator& sim) override;
+
+  bool finished() const { return iteration_ == plan_.iterations; }
+  bool failed() const { return worker_.failed(); }
+  Time finish_time() const { return finish_time_; }
+  Duration communication_time() const { return communication_time_; }
+  const engines::Worker& worker() const { return worker_; }
+
+ private:
+  void begin_allreduce(Simulator& sim);
+  void collect(Simulator& sim);
+  void flush(Simulator& sim);
+
+  engines::Worker worker_;
+  TrainingPlan plan_;
+  std::uint32_t job_rank_;
+  JobVerifier& verifier_;
+  Outbox outbox_;
+  NodeId self_ = 0;
+  std::uint32_t iteration_ = 0;
+  bool computing_ = false;
+  Time compute_done_ = 0, allreduce_started_ = 0, finish_time_ = 0;
+  Duration communication_time_ = 0;
+  std::vector<std::vector<float>> inputs_, outputs_;
+  std::vector<std::uint32_t> tensor_ids_;
+  std::size_t outstanding_ = 0;
+};
+
+}  // namespace atp::sim

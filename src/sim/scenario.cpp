@@ -1,0 +1,71 @@
+#include "sim/scenario.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace atp::sim {
+
+std::string Scenario::command_line() const {
+  return fmt::format(
+      "atp sim --racks {} --workers-per-rack {} --jobs {} --aggregators {} --window {} "
+      "--values-per-packet {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
+      "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} --policy {} "
+      "--parameter-servers {} --overflow-fraction {} --time-limit-s {} --seed {}",
+      racks, workers_per_rack, jobs, aggregators, window, values_per_packet, tensor_bytes,
+      iterations, compute_us, link_gbps, delay_us, loss, reorder, duplicate, ecn_threshold,
+      policy, parameter_servers, overflow_fraction, time_limit_s, seed);
+}
+
+ClusterSpec to_cluster_spec(const Scenario& s) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (s.racks == 0 || s.racks > 32) bad("--racks must be 1..32");
+  if (s.workers_per_rack == 0 || s.workers_per_rack > 32) bad("--workers-per-rack must be 1..32");
+  if (s.jobs == 0) bad("--jobs must be at least 1");
+  if (s.tensor_bytes % 4 != 0) bad("--tensor-bytes must be a multiple of 4 (float32 values)");
+  if (s.parameter_servers == 0 || s.parameter_servers > 255)
+    bad("--parameter-servers must be 1..255");
+  for (double p : {s.loss, s.reorder, s.duplicate, s.overflow_fraction})
+    if (!(p >= 0 && p < 1)) bad("probabilities (--loss, --reorder, --duplicate) must be in [0, 1)");
+  if (!(s.link_gbps > 0)) bad("--link-gbps must be positive");
+
+  ClusterSpec spec;
+  if (!engines::parse_policy(s.policy, spec.policy)) bad("--policy must be atp, static or none");
+  spec.pool_size = s.aggregators;
+  if (spec.pool_size == 0 && spec.policy != engines::Policy::none)
+    bad("--aggregators must be at least 1 (or use --policy none)");
+  spec.parameter_servers = static_cast<std::uint8_t>(s.parameter_servers);
+  spec.seed = s.seed;
+  spec.time_limit = static_cast<Duration>(s.time_limit_s * kSecond);
+
+  LinkSpec link;
+  link.gbps = s.link_gbps;
+  link.delay = static_cast<Duration>(s.delay_us * kMicrosecond);
+  link.loss = s.loss;
+  link.reorder = s.reorder;
+  link.duplicate = s.duplicate;
+  link.ecn_bytes = s.ecn_threshold;
+  spec.host_link = link;
+  spec.core_link = link;
+
+  // Timers scaled to the path: a few round trips of the slowest plausible queue.
+  spec.worker_defaults.min_rto = std::max<Duration>(200 * kMicrosecond, 20 * link.delay);
+  spec.worker_defaults.initial_rto = 4 * spec.worker_defaults.min_rto;
+  spec.worker_defaults.deadline = spec.time_limit;
+
+  for (unsigned j = 0; j < s.jobs; ++j) {
+    JobSpec job;
+    job.workers_per_rack.assign(s.racks, static_cast<std::uint8_t>(s.workers_per_rack));
+    job.window = s.window;
+    job.values_per_packet = s.values_per_packet;
+    job.plan.tensor_sizes = {static_cast<std::size_t>(s.tensor_bytes / 4)};
+    job.plan.iterations = s.iterations;
+    job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
+    job.gradients.seed = s.seed * 1000003 + j;
+    job.gradients.overflow_fraction = s.overflow_fraction;
+    spec.jobs.push_back(job);
+  }
+  return spec;
+}
+
+}  // namespace atp::sim

@@ -1,0 +1,40 @@
+#pragma once
+// A simulation scenario in the terms `atp sim` takes on its command line, and how it becomes a
+// cluster: every job gets `workers_per_rack` workers in each of `racks` racks.
+#include <cstdint>
+#include <string>
+
+#include "sim/cluster.h"
+
+namespace atp::sim {
+
+struct Scenario {
+  unsigned racks = 1;
+  unsigned workers_per_rack = 4;
+  unsigned jobs = 1;
+  std::uint32_t aggregators = 1024;
+  std::uint32_t window = 64;
+  std::uint16_t values_per_packet = 256;
+  std::uint64_t tensor_bytes = 1 << 20;
+  std::uint32_t iterations = 3;
+  double compute_us = 0;
+  double link_gbps = 100;
+  double delay_us = 1;
+  double loss = 0;
+  double reorder = 0;
+  double duplicate = 0;
+  std::uint64_t ecn_threshold = 256 << 10;  // bytes queued
+  std::string policy = "atp";
+  unsigned parameter_servers = 1;
+  double overflow_fraction = 0;  // share of gradient values too large for int32
+  double time_limit_s = 60;
+  std::uint64_t seed = 1;
+
+  // The `atp sim ...` command line that runs this scenario.
+  std::string command_line() const;
+};
+
+// Throws std::invalid_argument with a message naming the bad option.
+ClusterSpec to_cluster_spec(const Scenario& s);
+
+}  // namespace atp::sim

@@ -1,0 +1,105 @@
+#pragma once
+// A deterministic discrete-event network simulator. Nodes exchange byte buffers over
+// directed links with a rate, a propagation delay, a drop-tail queue that marks ECN above a
+// threshold, and random loss, reordering and duplication, all drawn from one seeded generator.
+// Events at the same time run in the order they were scheduled, so a seed fixes the whole run;
+// trace_hash() fingerprints it.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "engines/common.h"
+#include "sim/rng.h"
+
+namespace atp::sim {
+
+struct LinkSpec {
+  double gbps = 100;                     // 0: infinitely fast
+  Duration delay = 1 * kMicrosecond;     // propagation
+  std::size_t queue_bytes = 4 << 20;     // drop-tail limit
+  std::size_t ecn_bytes = 256 << 10;     // mark ECN when the queue is above this
+  double loss = 0;                       // probability per packet
+  double duplicate = 0;
+  double reorder = 0;                    // probability a packet is held back ...
+  Duration reorder_delay = 20 * kMicrosecond;  // ... by up to this long
+};
+
+class Simulator;
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  virtual void receive(Simulator& sim, NodeId from, std::vector<std::uint8_t>& bytes) = 0;
+  virtual void timer(Simulator&) {}
+};
+
+struct LinkCounters {
+  std::uint64_t sent = 0, lost = 0, tail_dropped = 0, duplicated = 0, reordered = 0,
+                ecn_marked = 0, filtered = 0;
+};
+
+class Simulator {
+ public:
+  // Tests use this to drop chosen packets: return true to drop.
+  using DropFilter = std::function<bool(NodeId from, NodeId to, std::span<const std::uint8_t>)>;
+
+  explicit Simulator(std::uint64_t seed);
+
+  NodeId add_node(std::unique_ptr<Node> node);
+  Node& node(NodeId id) { return *nodes_[id]; }
+  void connect(NodeId a, NodeId b, const LinkSpec& spec);  // both directions
+
+  void send(NodeId from, NodeId to, std::vector<std::uint8_t> bytes);
+  // Asks for node.timer() at `at`; a later call for the same node replaces the earlier one.
+  void arm_timer(NodeId node, Time at);
+  void set_drop_filter(DropFilter filter) { drop_filter_ = std::move(filter); }
+
+  // Runs one event; false when none is left.
+  bool step();
+  // Runs until no event is left, `until` is passed, or `stop()` returns true.
+  void run(Time until, const std::function<bool()>& stop = {});
+
+  Time now() const { return now_; }
+  std::uint64_t events() const { return events_; }
+  std::uint64_t trace_hash() const { return trace_hash_; }
+  LinkCounters link_totals() const;
+  Rng& rng() { return rng_; }
+
+ private:
+  struct Link {
+    LinkSpec spec;
+    Time busy_until = 0;
+    LinkCounters counters;
+  };
+  struct Event {
+    Time at;
+    std::uint64_t order;
+    NodeId node;
+    NodeId from;
+    bool is_timer;
+    std::vector<std::uint8_t> bytes;
+  };
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const {
+      return a.at != b.at ? a.at > b.at : a.order > b.order;
+    }
+  };
+
+  void schedule(Time at, NodeId node, NodeId from, bool is_timer, std::vector<std::uint8_t> bytes);
+  void record(const Event& e);
+  static std::uint64_t key(NodeId from, NodeId to) { return (std::uint64_t{from} << 32) | to; }
+
+  Rng rng_;
+  Time now_ = 0;
+  std::uint64_t order_ = 0, events_ = 0, trace_hash_ = 0xcbf29ce484222325ull;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Time> armed_;  // per node: the timer that counts (-1: none)
+  std::unordered_map<std::uint64_t, Link> links_;
+  std::vector<Event> heap_;  // a binary heap under Later
+  DropFilter drop_filter_;
+};
+
+}  // namespace atp::sim

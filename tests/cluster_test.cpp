@@ -1,0 +1,191 @@
+// The engines wired together (workers, rack switches, PS-rack switch, PSs) on the deterministic
+// simulator: every result of every worker must equal the exact sum, bit for bit.
+#include <gtest/gtest.h>
+
+#include "proto/header.h"
+#include "sim/cluster.h"
+#include "sim/scenario.h"
+
+namespace atp::sim {
+namespace {
+
+namespace flag = proto::flag;
+
+Scenario small() {
+  Scenario s;
+  s.racks = 1;
+  s.workers_per_rack = 4;
+  s.jobs = 1;
+  s.aggregators = 256;
+  s.window = 32;
+  s.values_per_packet = 64;
+  s.tensor_bytes = 64 << 10;
+  s.iterations = 2;
+  s.time_limit_s = 20;
+  return s;
+}
+
+void expect_exact(const Scenario& s, const ClusterReport& r) {
+  for (const JobReport& j : r.jobs) {
+    EXPECT_TRUE(j.exact) << "job " << j.job << " finished=" << j.finished
+                         << " mismatches=" << j.mismatches << " checked=" << j.results_checked
+                         << " error=" << j.error << "\nreproduce: " << s.command_line();
+  }
+}
+
+ClusterReport run(const Scenario& s, const Simulator::DropFilter& filter = {}) {
+  ClusterReport r = run_cluster(to_cluster_spec(s), filter);
+  expect_exact(s, r);
+  return r;
+}
+
+TEST(Cluster, OneJobIsExactAndFullyAggregatedInNetwork) {
+  const auto r = run(small());
+  EXPECT_EQ(r.jobs[0].fraction_in_network, 1.0);
+  EXPECT_EQ(r.jobs[0].switches.collisions, 0u);
+  EXPECT_EQ(r.jobs[0].workers.timeouts, 0u);
+}
+
+TEST(Cluster, ThreeJobsShareEightAggregatorsExactlyWithCollisions) {
+  Scenario s = small();
+  s.jobs = 3;
+  s.aggregators = 8;
+  const auto r = run(s);
+  std::uint64_t collisions = 0;
+  for (const auto& j : r.jobs) collisions += j.switches.collisions;
+  EXPECT_GT(collisions, 0u);
+}
+
+TEST(Cluster, TwoRacksUseBothLevelsExactly) {
+  Scenario s = small();
+  s.racks = 2;
+  s.workers_per_rack = 3;
+  const auto r = run(s);
+  EXPECT_EQ(r.jobs[0].fraction_in_network, 1.0);
+  // Level 1 completes one sum per rack, level 2 one per seq.
+  const auto fragments = r.jobs[0].ps.completed;
+  EXPECT_EQ(r.jobs[0].switches.completed, 3 * fragments);
+}
+
+// A drop filter that loses the first `count` packets of one kind.
+Simulator::DropFilter drop_first(int count, bool (*kind)(const proto::Header&)) {
+  auto left = std::make_shared<int>(count);
+  return [left, kind](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
+    proto::Header h;
+    if (*left <= 0 || proto::decode(bytes, h) != proto::DecodeError::ok || !kind(h)) return false;
+    --*left;
+    return true;
+  };
+}
+
+bool is_worker_fragment(const proto::Header& h) {
+  return !h.is_downward() && h.racks_bitmap == 0 && !h.has(flag::kResend);
+}
+bool is_rack_sum(const proto::Header& h) { return !h.is_downward() && h.racks_bitmap != 0; }
+bool is_result(const proto::Header& h) { return h.has(flag::kResult); }
+
+TEST(Cluster, LostFragmentsAreRecoveredExactly) {
+  Scenario s = small();
+  s.racks = 2;
+  const auto r = run(s, drop_first(20, is_worker_fragment));
+  EXPECT_GT(r.jobs[0].workers.timeouts + r.jobs[0].workers.fast_resends, 0u);
+  EXPECT_GT(r.jobs[0].switches.flushes, 0u);
+}
+
+TEST(Cluster, LostSwitchSumsAreRecoveredExactly) {
+  Scenario s = small();
+  s.racks = 2;
+  const auto r = run(s, drop_first(20, is_rack_sum));
+  EXPECT_GT(r.jobs[0].workers.timeouts + r.jobs[0].workers.fast_resends, 0u);
+}
+
+TEST(Cluster, LostResultsAreRecoveredExactly) {
+  Scenario s = small();
+  s.racks = 2;
+  const auto r = run(s, drop_first(20, is_result));
+  EXPECT_GT(r.jobs[0].ps.late_results, 0u);
+}
+
+TEST(Cluster, DuplicatedAndReorderedPacketsStayExact) {
+  Scenario s = small();
+  s.racks = 2;
+  s.duplicate = 0.05;
+  s.reorder = 0.1;
+  const auto r = run(s);
+  EXPECT_GT(r.links.duplicated, 0u);
+  EXPECT_GT(r.links.reordered, 0u);
+}
+
+TEST(Cluster, RandomLossStaysExact) {
+  Scenario s = small();
+  s.racks = 2;
+  s.jobs = 2;
+  s.aggregators = 40;
+  s.loss = 0.05;
+  const auto r = run(s);
+  EXPECT_GT(r.links.lost, 0u);
+}
+
+TEST(Cluster, OverflowFallsBackToFloatsExactly) {
+  Scenario s = small();
+  s.overflow_fraction = 0.002;
+  const auto r = run(s);
+  EXPECT_GT(r.jobs[0].ps.float_fallbacks, 0u);
+  EXPECT_GT(r.jobs[0].workers.float_fragments, 0u);
+}
+
+TEST(Cluster, StaticAndNonePoliciesAreExactToo) {
+  for (const char* policy : {"static", "none"}) {
+    Scenario s = small();
+    s.jobs = 2;
+    s.racks = 2;
+    s.policy = policy;
+    s.aggregators = 16;
+    const auto r = run(s);
+    if (std::string(policy) == "none") {
+      EXPECT_EQ(r.jobs[0].switches.completed, 0u);
+    }
+  }
+}
+
+TEST(Cluster, ShardsAcrossTwoParameterServers) {
+  Scenario s = small();
+  s.parameter_servers = 2;
+  s.racks = 2;
+  s.loss = 0.01;
+  run(s);
+}
+
+TEST(Cluster, SameSeedSameTrace) {
+  Scenario s = small();
+  s.racks = 2;
+  s.loss = 0.02;
+  s.reorder = 0.05;
+  const auto a = run(s);
+  const auto b = run(s);
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.events, b.events);
+  s.seed = 2;
+  const auto c = run(s);
+  EXPECT_NE(a.trace_hash, c.trace_hash);
+}
+
+TEST(Cluster, UnreachablePsIsReportedNotExact) {
+  Scenario s = small();
+  s.time_limit_s = 2;
+  // Everything toward the PS vanishes: the workers must give up with an error.
+  auto filter = [](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
+    proto::Header h;
+    return proto::decode(bytes, h) == proto::DecodeError::ok &&
+           h.next_level == proto::Level::parameter_server && !h.is_downward();
+  };
+  auto spec = to_cluster_spec(s);
+  spec.worker_defaults.deadline = 500 * kMillisecond;
+  const auto r = run_cluster(spec, filter);
+  EXPECT_FALSE(r.jobs[0].exact);
+  EXPECT_FALSE(r.jobs[0].finished);
+  EXPECT_NE(r.jobs[0].error.find("no result"), std::string::npos) << r.jobs[0].error;
+}
+
+}  // namespace
+}  // namespace atp::sim

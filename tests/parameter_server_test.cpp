@@ -1,0 +1,241 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engines/ps/parameter_server.h"
+#include "packet_builder.h"
+#include "proto/byte_order.h"
+
+namespace atp::engines {
+namespace {
+
+using atp::testing::header_of;
+using atp::testing::make_packet;
+using atp::testing::PacketSpec;
+using atp::testing::values_of;
+namespace flag = proto::flag;
+
+constexpr NodeId kDown = 50;
+
+// A job of two racks: 2 workers in rack 0, 3 in rack 1.
+class ParameterServerTest : public ::testing::Test {
+ protected:
+  ParameterServerTest() { ps.add_job({1, {2, 3}, 4, 8, kDown, 0, 16}); }
+
+  PacketSpec single(std::uint8_t rack, std::uint8_t worker, std::vector<std::int32_t> v) {
+    PacketSpec s;
+    s.level = proto::Level::parameter_server;
+    s.rack = rack;
+    s.rack_fan_in = rack == 0 ? 2 : 3;
+    s.job_fan_in = 2;
+    s.workers = 1u << worker;
+    s.values = std::move(v);
+    return s;
+  }
+  PacketSpec rack_sum(std::uint8_t rack, std::vector<std::int32_t> v) {
+    PacketSpec s = single(rack, 0, std::move(v));
+    s.workers = 0;
+    s.racks = 1u << rack;
+    return s;
+  }
+  void send(const PacketSpec& s) {
+    auto p = make_packet(s);
+    ps.on_packet(0, p, out);
+  }
+  // Datagrams sent since the last call.
+  std::vector<std::vector<std::uint8_t>> sent() {
+    std::vector<std::vector<std::uint8_t>> v;
+    for (auto& d : out.packets()) {
+      EXPECT_EQ(d.to, kDown);
+      v.push_back(d.bytes);
+    }
+    out.clear();
+    return v;
+  }
+  const PsJobCounters& counters() { return *ps.job_counters(1); }
+
+  ParameterServer ps;
+  Outbox out;
+};
+
+TEST_F(ParameterServerTest, CompletesWhenEveryWorkerIsInAndAnswersDownstream) {
+  send(rack_sum(0, {1, 2}));
+  send(single(1, 0, {10, 10}));
+  send(single(1, 1, {100, 100}));
+  EXPECT_TRUE(sent().empty());
+  send(single(1, 2, {1000, -1000}));
+  auto results = sent();
+  ASSERT_EQ(results.size(), 1u);
+  const auto h = header_of(results[0]);
+  EXPECT_TRUE(h.has(flag::kResult));
+  EXPECT_EQ(values_of(results[0]), (std::vector<std::int32_t>{1111, -888}));
+  EXPECT_EQ(counters().completed, 1u);
+  EXPECT_EQ(counters().completed_in_network, 0u);
+}
+
+TEST_F(ParameterServerTest, OneCompleteSumCountsAsInNetwork) {
+  PacketSpec all = rack_sum(0, {3});
+  all.racks = 0b11;
+  send(all);
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_EQ(counters().completed_in_network, 1u);
+}
+
+TEST_F(ParameterServerTest, OverlappingContributionIsDroppedWhole) {
+  send(single(1, 0, {10}));
+  PacketSpec flush = single(1, 0, {10 + 20});
+  flush.workers = 0b011;  // worker 0 again, plus worker 1
+  send(flush);
+  EXPECT_EQ(counters().duplicates, 1u);
+  send(single(1, 1, {20}));
+  send(single(1, 2, {30}));
+  send(rack_sum(0, {5}));
+  auto results = sent();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(values_of(results[0])[0], 65);
+}
+
+TEST_F(ParameterServerTest, LatePacketGetsTheResultAgain) {
+  PacketSpec all = rack_sum(0, {3});
+  all.racks = 0b11;
+  send(all);
+  sent();
+  PacketSpec late = single(0, 1, {1});
+  late.flags = flag::kResend;
+  send(late);
+  auto results = sent();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(values_of(results[0])[0], 3);
+  EXPECT_EQ(counters().late_results, 1u);
+}
+
+std::int32_t float_bits(float f) {
+  std::int32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+TEST_F(ParameterServerTest, OverflowFragmentSwitchesTheSeqToFloats) {
+  send(rack_sum(0, {7}));  // integers so far: discarded once floats are needed
+  PacketSpec f = single(1, 0, {float_bits(1.5f)});
+  f.flags = flag::kOverflow;
+  send(f);
+  auto requests = sent();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_TRUE(header_of(requests[0]).has(flag::kFloatRequest));
+  EXPECT_EQ(counters().float_fallbacks, 1u);
+
+  send(single(1, 1, {3}));  // an integer straggler: ask again
+  EXPECT_EQ(sent().size(), 1u);
+
+  const float values[5] = {0.25f, -1.0f, 1.5f, 2.0f, 1e30f};
+  const std::pair<int, int> workers[5] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}};
+  for (int i = 0; i < 5; ++i) {
+    if (workers[i] == std::make_pair(1, 0)) continue;  // already in
+    PacketSpec s = single(static_cast<std::uint8_t>(workers[i].first),
+                          static_cast<std::uint8_t>(workers[i].second), {float_bits(values[i])});
+    s.flags = flag::kOverflow;
+    send(s);
+  }
+  auto results = sent();
+  ASSERT_EQ(results.size(), 1u);
+  const auto h = header_of(results[0]);
+  EXPECT_TRUE(h.has(flag::kResult));
+  EXPECT_TRUE(h.has(flag::kOverflow));
+  const double expected = 0.25 + -1.0 + 1.5 + 2.0 + 1e30f;
+  EXPECT_EQ(values_of(results[0])[0], float_bits(static_cast<float>(expected)));
+}
+
+TEST_F(ParameterServerTest, WrappedSumMeansFloats) {
+  PacketSpec w = rack_sum(0, {1});
+  w.flags = flag::kWrapped;
+  send(w);
+  auto r = sent();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(header_of(r[0]).has(flag::kFloatRequest));
+}
+
+TEST_F(ParameterServerTest, SumBeyondInt32MeansFloats) {
+  send(rack_sum(0, {2'000'000'000}));
+  send(rack_sum(1, {2'000'000'000}));
+  auto r = sent();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(header_of(r[0]).has(flag::kFloatRequest));
+}
+
+TEST_F(ParameterServerTest, MemoryStaysWithinTwoEntriesPerSlot) {
+  // Four workers' worth of seqs run far past the window; nothing accumulates.
+  for (std::uint32_t seq = 0; seq < 1000; ++seq) {
+    PacketSpec all = rack_sum(0, {1});
+    all.racks = 0b11;
+    all.seq = seq;
+    send(all);
+    EXPECT_LE(ps.entries_in_use(1), 2u * 4);
+  }
+  EXPECT_EQ(counters().completed, 1000u);
+}
+
+TEST_F(ParameterServerTest, ResultIsFreedOnceEveryWorkerMovedOn) {
+  PacketSpec all = rack_sum(0, {1});
+  all.racks = 0b11;
+  send(all);
+  EXPECT_EQ(ps.entries_in_use(1), 1u);
+  // seq 4 (= 0 + window) from every worker proves they all have seq 0's result.
+  PacketSpec next = rack_sum(0, {1});
+  next.seq = 4;
+  send(next);
+  EXPECT_EQ(ps.entries_in_use(1), 2u);
+  next = rack_sum(1, {1});
+  next.seq = 4;
+  send(next);
+  EXPECT_EQ(ps.entries_in_use(1), 1u);
+  // A straggling copy of seq 0 is stale now.
+  send(single(0, 0, {1}));
+  EXPECT_EQ(counters().stale, 1u);
+}
+
+TEST_F(ParameterServerTest, SuggestsANewAggregatorForASlotThatKeepsColliding) {
+  for (std::uint32_t round = 0; round < 2; ++round) {
+    PacketSpec all = rack_sum(0, {1});
+    all.racks = 0b11;
+    all.seq = round * 4;  // same slot
+    all.flags = flag::kCollision;
+    send(all);
+  }
+  auto results = sent();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(header_of(results[0]).has(flag::kRemap));
+  const auto h = header_of(results[1]);
+  EXPECT_TRUE(h.has(flag::kRemap));
+  EXPECT_NE(h.remap_index % 16, h.aggregator % 16);
+}
+
+TEST_F(ParameterServerTest, RejectsWhatDisagreesWithTheJob) {
+  PacketSpec wrong = single(1, 0, {1});
+  wrong.rack_fan_in = 2;  // rack 1 has 3 workers
+  send(wrong);
+  EXPECT_EQ(counters().rejected, 1u);
+  PacketSpec shard = single(0, 0, {1});
+  shard.ps_index = 1;
+  send(shard);
+  EXPECT_EQ(ps.counters().misrouted, 1u);
+  PacketSpec stranger = single(0, 0, {1});
+  stranger.job = 9;
+  send(stranger);
+  EXPECT_EQ(ps.counters().unknown_job, 1u);
+  std::vector<std::uint8_t> junk(3, 1);
+  ps.on_packet(0, junk, out);
+  EXPECT_EQ(ps.counters().malformed, 1u);
+  EXPECT_TRUE(sent().empty());
+}
+
+TEST(ParameterServerConfig, RejectsBadJobs) {
+  ParameterServer ps;
+  EXPECT_THROW(ps.add_job({1, {}, 4, 8, 0}), std::invalid_argument);
+  EXPECT_THROW(ps.add_job({1, {0}, 4, 8, 0}), std::invalid_argument);
+  EXPECT_THROW(ps.add_job({1, {2}, 6, 8, 0}), std::invalid_argument);
+  EXPECT_THROW(ps.add_job({1, {2}, 4, 0, 0}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atp::engines

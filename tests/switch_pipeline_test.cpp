@@ -1,0 +1,429 @@
+// Each switch rule as "packets in, packets out". docs/engines.md lists the same rules.
+#include <gtest/gtest.h>
+
+#include "engines/switch/switch_pipeline.h"
+#include "packet_builder.h"
+
+namespace atp::engines {
+namespace {
+
+using atp::testing::header_of;
+using atp::testing::make_packet;
+using atp::testing::PacketSpec;
+using atp::testing::values_of;
+using Action = Forwarding::Action;
+namespace flag = proto::flag;
+
+constexpr NodeId kUp = 100, kPs0 = 200, kPs1 = 201;
+const std::vector<NodeId> kWorkers = {1, 2, 3};
+const std::vector<NodeId> kRacks = {11, 12};
+
+class RackSwitch : public ::testing::Test {
+ protected:
+  RackSwitch() : sw({proto::Level::rack, 16, 8, Policy::atp}) {
+    sw.add_job({1, kWorkers, {kUp}, 4});
+    sw.add_job({2, kWorkers, {kUp}, 4});
+  }
+  // Runs one packet through; returns the verdict, rewrites `p` in place.
+  Forwarding run(std::vector<std::uint8_t>& p, bool congested = false) {
+    return sw.process(p, congested);
+  }
+  PacketSpec worker(std::uint8_t rank, std::vector<std::int32_t> values) {
+    PacketSpec s;
+    s.workers = 1u << rank;
+    s.values = std::move(values);
+    return s;
+  }
+  const AggregatorState& agg(std::uint32_t index = 5) { return sw.pool().state(index); }
+  const SwitchJobCounters& counters(std::uint32_t job = 1) { return *sw.job_counters(job); }
+
+  SwitchPipeline sw;
+};
+
+TEST_F(RackSwitch, FirstFragmentClaimsAndIsAbsorbed) {
+  auto p = make_packet(worker(0, {1, 2, 3}));
+  EXPECT_EQ(run(p).action, Action::drop);
+  EXPECT_TRUE(agg().valid);
+  EXPECT_EQ(agg().bitmap, 1u);
+  EXPECT_EQ(agg().count, 1);
+  EXPECT_EQ(counters().aggregated, 1u);
+}
+
+TEST_F(RackSwitch, LastFragmentCompletesAndForwardsTheSumAsARackSum) {
+  auto a = make_packet(worker(0, {1, 2, 3}));
+  auto b = make_packet(worker(1, {10, -20, 30}));
+  run(a);
+  const Forwarding f = run(b);
+  ASSERT_EQ(f.action, Action::unicast);
+  EXPECT_EQ(f.to, kUp);
+  EXPECT_EQ(values_of(b), (std::vector<std::int32_t>{11, -18, 33}));
+  const auto h = header_of(b);
+  EXPECT_EQ(h.racks_bitmap, 1u);  // rack 0 complete
+  EXPECT_EQ(h.workers_bitmap, 0u);
+  EXPECT_EQ(h.next_level, proto::Level::parameter_server);  // one-rack job skips level 2
+  EXPECT_TRUE(agg().complete);
+  EXPECT_EQ(counters().completed, 1u);
+}
+
+TEST_F(RackSwitch, TwoRackJobSendsCompletedSumToLevelTwo) {
+  PacketSpec s = worker(0, {4});
+  s.job_fan_in = 2;
+  s.rack = 1;
+  s.rack_fan_in = 1;
+  auto p = make_packet(s);
+  ASSERT_EQ(run(p).action, Action::unicast);
+  const auto h = header_of(p);
+  EXPECT_EQ(h.next_level, proto::Level::spine);
+  EXPECT_EQ(h.racks_bitmap, 2u);
+}
+
+TEST_F(RackSwitch, DuplicateOfPartialIsDropped) {
+  auto a = make_packet(worker(0, {1, 2, 3}));
+  auto again = a;
+  run(a);
+  EXPECT_EQ(run(again).action, Action::drop);
+  EXPECT_EQ(agg().count, 1);
+  EXPECT_EQ(counters().duplicates, 1u);
+}
+
+TEST_F(RackSwitch, DuplicateOfCompleteReforwardsTheSum) {
+  auto a = make_packet(worker(0, {1, 2, 3}));
+  auto b = make_packet(worker(1, {1, 1, 1}));
+  auto b_again = b;
+  run(a);
+  run(b);
+  ASSERT_EQ(run(b_again).action, Action::unicast);
+  EXPECT_EQ(values_of(b_again), (std::vector<std::int32_t>{2, 3, 4}));
+  EXPECT_EQ(header_of(b_again).racks_bitmap, 1u);
+}
+
+TEST_F(RackSwitch, OtherOwnerMeansCollisionAndUnaggregatedForward) {
+  auto mine = make_packet(worker(0, {1, 2, 3}));
+  run(mine);
+  PacketSpec other = worker(0, {7, 8, 9});
+  other.job = 2;  // same aggregator index, other job
+  auto p = make_packet(other);
+  ASSERT_EQ(run(p).action, Action::unicast);
+  const auto h = header_of(p);
+  EXPECT_TRUE(h.has(flag::kCollision));
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{7, 8, 9}));
+  EXPECT_EQ(h.workers_bitmap, 1u);
+  EXPECT_EQ(agg().owner.job, 1u);  // untouched
+  EXPECT_EQ(counters(2).collisions, 1u);
+}
+
+TEST_F(RackSwitch, SameJobOtherSeqInTheSameAggregatorCollides) {
+  auto mine = make_packet(worker(0, {1}));
+  run(mine);
+  PacketSpec s = worker(1, {2});
+  s.seq = 1;  // within the window: seq 0 may still be live
+  auto p = make_packet(s);
+  EXPECT_EQ(run(p).action, Action::unicast);
+  EXPECT_TRUE(header_of(p).has(flag::kCollision));
+}
+
+TEST_F(RackSwitch, SeqAWindowLaterReclaimsAStaleAggregator) {
+  auto old = make_packet(worker(0, {1}));
+  run(old);
+  PacketSpec s = worker(0, {5});
+  s.seq = 4;  // window is 4: seq 0 is finished at the PS for sure
+  auto p = make_packet(s);
+  EXPECT_EQ(run(p).action, Action::drop);
+  EXPECT_EQ(agg().owner.seq, 4u);
+  EXPECT_EQ(counters().stale_reclaimed, 1u);
+}
+
+TEST_F(RackSwitch, ResendFlushesPartialPlusItsOwnValuesAndFrees) {
+  PacketSpec three = worker(0, {1, 2, 3});
+  three.rack_fan_in = 3;
+  auto a = make_packet(three);
+  run(a);
+  PacketSpec r = worker(1, {10, 10, 10});
+  r.rack_fan_in = 3;
+  r.flags = flag::kResend;
+  auto p = make_packet(r);
+  ASSERT_EQ(run(p).action, Action::unicast);
+  const auto h = header_of(p);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{11, 12, 13}));
+  EXPECT_EQ(h.workers_bitmap, 0b11u);
+  EXPECT_EQ(h.racks_bitmap, 0u);
+  EXPECT_TRUE(h.has(flag::kResend));
+  EXPECT_FALSE(agg().valid);
+  EXPECT_EQ(counters().flushes, 1u);
+}
+
+TEST_F(RackSwitch, ResendOfCountedWorkerFlushesOnlyThePartial) {
+  PacketSpec s = worker(0, {1, 2, 3});
+  s.rack_fan_in = 3;
+  auto a = make_packet(s);
+  run(a);
+  s.flags = flag::kResend;
+  auto p = make_packet(s);
+  ASSERT_EQ(run(p).action, Action::unicast);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{1, 2, 3}));
+  EXPECT_EQ(header_of(p).workers_bitmap, 1u);
+  EXPECT_FALSE(agg().valid);
+}
+
+TEST_F(RackSwitch, ResendThatCompletesTheRackIsARackSum) {
+  auto a = make_packet(worker(0, {1}));
+  run(a);
+  PacketSpec r = worker(1, {2});
+  r.flags = flag::kResend;
+  auto p = make_packet(r);
+  run(p);
+  EXPECT_EQ(header_of(p).racks_bitmap, 1u);
+  EXPECT_EQ(header_of(p).workers_bitmap, 0u);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{3}));
+}
+
+TEST_F(RackSwitch, ResendNeverClaims) {
+  PacketSpec r = worker(0, {1, 2, 3});
+  r.flags = flag::kResend;
+  auto p = make_packet(r);
+  ASSERT_EQ(run(p).action, Action::unicast);
+  EXPECT_FALSE(agg().valid);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{1, 2, 3}));
+}
+
+TEST_F(RackSwitch, ResultFreesOwnedAggregatorAndFansOut) {
+  auto a = make_packet(worker(0, {1, 2, 3}));
+  run(a);
+  PacketSpec r;
+  r.flags = flag::kResult;
+  r.values = {5, 5, 5};
+  r.workers = 0;
+  auto p = make_packet(r);
+  const Forwarding f = run(p);
+  ASSERT_EQ(f.action, Action::multicast);
+  EXPECT_EQ(std::vector<NodeId>(f.group.begin(), f.group.end()), kWorkers);
+  EXPECT_FALSE(agg().valid);
+  EXPECT_EQ(counters().results_sent, 1u);
+}
+
+TEST_F(RackSwitch, ResultOfAnotherSeqLeavesTheAggregator) {
+  auto a = make_packet(worker(0, {1}));
+  run(a);
+  PacketSpec r;
+  r.flags = flag::kResult;
+  r.seq = 9;
+  r.workers = 0;
+  auto p = make_packet(r);
+  EXPECT_EQ(run(p).action, Action::multicast);
+  EXPECT_TRUE(agg().valid);
+}
+
+TEST_F(RackSwitch, FloatRequestFreesTheAggregatorLikeAResult) {
+  auto a = make_packet(worker(0, {1}));
+  run(a);
+  PacketSpec r;
+  r.flags = flag::kFloatRequest;
+  r.workers = 0;
+  r.values = {};
+  auto p = make_packet(r);
+  EXPECT_EQ(run(p).action, Action::multicast);
+  EXPECT_FALSE(agg().valid);
+}
+
+TEST_F(RackSwitch, FloatFragmentsPassUnaggregated) {
+  PacketSpec s = worker(0, {0x3f800000});
+  s.flags = flag::kOverflow;
+  auto p = make_packet(s);
+  ASSERT_EQ(run(p).action, Action::unicast);
+  EXPECT_FALSE(agg().valid);
+  EXPECT_EQ(values_of(p)[0], 0x3f800000);
+}
+
+TEST_F(RackSwitch, CongestionMarksTheAggregatorAndTheSum) {
+  auto a = make_packet(worker(0, {1}));
+  run(a, /*congested=*/true);
+  EXPECT_TRUE(agg().ecn);
+  auto b = make_packet(worker(1, {1}));
+  run(b);
+  EXPECT_TRUE(header_of(b).has(flag::kEcn));
+}
+
+TEST_F(RackSwitch, ArrivingEcnMarkIsSticky) {
+  PacketSpec s = worker(0, {1});
+  s.flags = flag::kEcn;
+  auto a = make_packet(s);
+  run(a);
+  auto b = make_packet(worker(1, {1}));
+  run(b);
+  EXPECT_TRUE(header_of(b).has(flag::kEcn));
+}
+
+TEST_F(RackSwitch, Int32OverflowIsFlaggedNeverSilent) {
+  auto a = make_packet(worker(0, {2147483647, -5}));
+  auto b = make_packet(worker(1, {1, -5}));
+  run(a);
+  ASSERT_EQ(run(b).action, Action::unicast);
+  EXPECT_TRUE(header_of(b).has(flag::kWrapped));
+}
+
+TEST_F(RackSwitch, MalformedAndUnknownJobAreDroppedAndCounted) {
+  std::vector<std::uint8_t> junk(10, 0xFF);
+  EXPECT_EQ(run(junk).action, Action::drop);
+  PacketSpec s = worker(0, {1});
+  s.job = 99;
+  auto p = make_packet(s);
+  EXPECT_EQ(run(p).action, Action::drop);
+  EXPECT_EQ(sw.counters().malformed, 1u);
+  EXPECT_EQ(sw.counters().unknown_job, 1u);
+}
+
+TEST_F(RackSwitch, RemovingAJobFreesItsAggregators) {
+  auto a = make_packet(worker(0, {1}));
+  run(a);
+  EXPECT_TRUE(sw.remove_job(1));
+  EXPECT_FALSE(agg().valid);
+}
+
+TEST_F(RackSwitch, ValueCountMismatchIsTreatedAsCollision) {
+  auto a = make_packet(worker(0, {1, 2}));
+  run(a);
+  auto b = make_packet(worker(1, {1, 2, 3}));
+  ASSERT_EQ(run(b).action, Action::unicast);
+  EXPECT_TRUE(header_of(b).has(flag::kCollision));
+}
+
+class SpineSwitch : public ::testing::Test {
+ protected:
+  SpineSwitch() : sw({proto::Level::spine, 16, 8, Policy::atp}) {
+    sw.add_job({1, kRacks, {kPs0, kPs1}, 4});
+  }
+  PacketSpec rack_sum(std::uint8_t rack, std::vector<std::int32_t> values) {
+    PacketSpec s;
+    s.level = proto::Level::spine;
+    s.job_fan_in = 2;
+    s.rack = rack;
+    s.workers = 0;
+    s.racks = 1u << rack;
+    s.values = std::move(values);
+    return s;
+  }
+  SwitchPipeline sw;
+};
+
+TEST_F(SpineSwitch, AddsRackSumsAndRoutesToThePsOfTheShard) {
+  auto a = make_packet(rack_sum(0, {1, 2}));
+  PacketSpec b_spec = rack_sum(1, {3, 4});
+  b_spec.ps_index = 1;
+  auto b = make_packet(b_spec);
+  EXPECT_EQ(sw.process(a).action, Action::drop);
+  const Forwarding f = sw.process(b);
+  ASSERT_EQ(f.action, Action::unicast);
+  EXPECT_EQ(f.to, kPs1);
+  EXPECT_EQ(values_of(b), (std::vector<std::int32_t>{4, 6}));
+  EXPECT_EQ(header_of(b).racks_bitmap, 0b11u);
+  EXPECT_EQ(header_of(b).next_level, proto::Level::parameter_server);
+}
+
+TEST_F(SpineSwitch, PartialRackContributionsPassThrough) {
+  auto a = make_packet(rack_sum(0, {1, 2}));
+  sw.process(a);
+  PacketSpec partial = rack_sum(1, {5, 5});
+  partial.racks = 0;
+  partial.workers = 1;
+  partial.rack_fan_in = 3;
+  partial.flags = flag::kCollision;
+  auto p = make_packet(partial);
+  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{5, 5}));
+  EXPECT_EQ(sw.pool().state(5).count, 1);
+}
+
+TEST_F(SpineSwitch, PartialResendMergesAsThePartOfItsRack) {
+  auto a = make_packet(rack_sum(0, {1, 2}));
+  sw.process(a);
+  PacketSpec partial = rack_sum(1, {5, 5});
+  partial.racks = 0;
+  partial.workers = 0b10;
+  partial.rack_fan_in = 3;
+  partial.flags = flag::kResend;
+  auto p = make_packet(partial);
+  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  const auto h = header_of(p);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{6, 7}));
+  EXPECT_EQ(h.racks_bitmap, 0b01u);   // rack 0 whole ...
+  EXPECT_EQ(h.workers_bitmap, 0b10u); // ... plus worker 1 of rack 1
+  EXPECT_EQ(h.rack, 1);
+  EXPECT_FALSE(sw.pool().state(5).valid);
+}
+
+TEST_F(SpineSwitch, PartialResendOfAWholeRackAddsNothing) {
+  auto a = make_packet(rack_sum(0, {1, 2}));
+  sw.process(a);
+  PacketSpec partial = rack_sum(0, {5, 5});
+  partial.racks = 0;
+  partial.workers = 0b1;
+  partial.flags = flag::kResend;
+  auto p = make_packet(partial);
+  sw.process(p);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{1, 2}));
+  EXPECT_EQ(header_of(p).racks_bitmap, 0b01u);
+  EXPECT_EQ(header_of(p).workers_bitmap, 0u);
+}
+
+TEST_F(SpineSwitch, ResultFansOutToTheJobsRacks) {
+  auto a = make_packet(rack_sum(0, {1, 2}));
+  sw.process(a);
+  PacketSpec r = rack_sum(0, {9, 9});
+  r.flags = flag::kResult;
+  r.racks = 0;
+  auto p = make_packet(r);
+  const Forwarding f = sw.process(p);
+  ASSERT_EQ(f.action, Action::multicast);
+  EXPECT_EQ(std::vector<NodeId>(f.group.begin(), f.group.end()), kRacks);
+  EXPECT_FALSE(sw.pool().state(5).valid);
+}
+
+TEST_F(SpineSwitch, ShardIndexBeyondTheJobsServersIsDropped) {
+  PacketSpec s = rack_sum(0, {1});
+  s.ps_index = 7;
+  s.flags = flag::kOverflow;
+  auto p = make_packet(s);
+  EXPECT_EQ(sw.process(p).action, Action::drop);
+  EXPECT_EQ(sw.counters().malformed, 1u);
+}
+
+TEST(StaticPolicy, UsesOnlyTheJobsSlice) {
+  SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::static_partition});
+  sw.add_job({1, kWorkers, {kUp}, 4, /*first=*/8, /*count=*/2});
+  PacketSpec s;
+  s.aggregator = 5;  // 8 + 5 % 2 = 9
+  auto p = make_packet(s);
+  sw.process(p);
+  EXPECT_TRUE(sw.pool().state(9).valid);
+  EXPECT_FALSE(sw.pool().state(5).valid);
+}
+
+TEST(StaticPolicy, NoSliceMeansStraightToThePs) {
+  SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::static_partition});
+  sw.add_job({1, kWorkers, {kUp}, 4, 0, 0});
+  auto p = make_packet(PacketSpec{});
+  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  EXPECT_TRUE(header_of(p).has(flag::kCollision));
+  EXPECT_EQ(sw.pool().in_use(), 0u);
+}
+
+TEST(NonePolicy, ForwardsEverythingUntouched) {
+  SwitchPipeline sw({proto::Level::rack, 0, 8, Policy::none});
+  sw.add_job({1, kWorkers, {kUp}, 4});
+  auto p = make_packet(PacketSpec{});
+  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{1, 2, 3}));
+  EXPECT_FALSE(header_of(p).has(flag::kCollision));
+}
+
+TEST(SwitchConfigTest, RejectsBadJobs) {
+  SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::atp});
+  EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 3}), std::invalid_argument);  // window
+  EXPECT_THROW(sw.add_job({1, kWorkers, {}, 4}), std::invalid_argument);     // no upstream
+  EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 4, 10, 10}), std::invalid_argument);
+  EXPECT_THROW(SwitchPipeline({proto::Level::parameter_server, 16, 8, Policy::atp}),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atp::engines

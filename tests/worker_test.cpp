@@ -1,0 +1,299 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "engines/worker/worker.h"
+#include "packet_builder.h"
+#include "proto/aggregator_index.h"
+#include "quant/quantizer.h"
+
+namespace atp::engines {
+namespace {
+
+using atp::testing::header_of;
+using atp::testing::make_packet;
+using atp::testing::PacketSpec;
+using atp::testing::values_of;
+namespace flag = proto::flag;
+
+constexpr NodeId kSwitch = 7;
+
+WorkerConfig small_config() {
+  WorkerConfig c;
+  c.job = 3;
+  c.rack = 1;
+  c.rank_in_rack = 2;
+  c.rack_fan_in = 4;
+  c.job_fan_in = 2;
+  c.job_workers = 8;
+  c.values_per_packet = 4;
+  c.window = 8;
+  c.initial_window = 4;
+  c.scale = 256;
+  c.uplink = kSwitch;
+  c.initial_rto = 10 * kMillisecond;
+  c.min_rto = 1 * kMillisecond;
+  c.max_rto = 80 * kMillisecond;
+  c.deadline = 1 * kSecond;
+  return c;
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  WorkerTest() : w(small_config()) {}
+
+  std::vector<std::vector<std::uint8_t>> sent() {
+    std::vector<std::vector<std::uint8_t>> v;
+    for (auto& d : out.packets()) {
+      EXPECT_EQ(d.to, kSwitch);
+      v.push_back(d.bytes);
+    }
+    out.clear();
+    return v;
+  }
+  // The PS's answer for a fragment: `sum` ints per value (already the job's total).
+  std::vector<std::uint8_t> result_for(const std::vector<std::uint8_t>& fragment,
+                                       std::int32_t sum, std::uint8_t extra_flags = 0) {
+    const auto h = header_of(fragment);
+    PacketSpec r;
+    r.job = h.job;
+    r.tensor = h.tensor;
+    r.seq = h.seq;
+    r.aggregator = h.aggregator;
+    r.flags = flag::kResult | extra_flags;
+    r.workers = 0;
+    r.values.assign(h.value_count, sum);
+    return make_packet(r);
+  }
+
+  Worker w;
+  Outbox out;
+  std::vector<float> input = std::vector<float>(10, 0.5f);
+  std::vector<float> output = std::vector<float>(10, -1.0f);
+};
+
+TEST_F(WorkerTest, SendsUpToTheCongestionWindowWithItsIdentity) {
+  w.submit(0, input, output, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 3u);  // 10 values / K=4 -> 3 fragments, window allows 4
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    const auto h = header_of(frags[i]);
+    EXPECT_EQ(h.job, 3u);
+    EXPECT_EQ(h.seq, i);
+    EXPECT_EQ(h.workers_bitmap, 1u << 2);
+    EXPECT_EQ(h.racks_bitmap, 0u);
+    EXPECT_EQ(h.rack, 1);
+    EXPECT_EQ(h.rack_fan_in, 4);
+    EXPECT_EQ(h.job_fan_in, 2);
+    EXPECT_EQ(h.next_level, proto::Level::rack);
+    EXPECT_EQ(h.aggregator, proto::aggregator_hash(3, i));
+    EXPECT_EQ(h.value_count, i < 2 ? 4 : 2);
+    EXPECT_FALSE(h.has(flag::kResend));
+  }
+  EXPECT_EQ(values_of(frags[0]), (std::vector<std::int32_t>{128, 128, 128, 128}));
+}
+
+TEST_F(WorkerTest, WritesDequantizedResultsAndCompletes) {
+  const auto id = w.submit(0, input, output, out);
+  auto frags = sent();
+  for (auto& f : frags) {
+    auto r = result_for(f, 8 * 128);
+    w.on_packet(1000, r, out);
+  }
+  EXPECT_EQ(w.status(id), AllreduceStatus::done);
+  EXPECT_EQ(w.take_completed(), std::vector<std::uint32_t>{id});
+  for (float v : output) EXPECT_EQ(v, 4.0f);
+  EXPECT_TRUE(w.idle());
+  EXPECT_FALSE(w.next_timer().has_value());
+}
+
+TEST_F(WorkerTest, DuplicateResultsAreIgnored) {
+  w.submit(0, input, output, out);
+  auto frags = sent();
+  auto r = result_for(frags[0], 8);
+  w.on_packet(10, r, out);
+  w.on_packet(11, r, out);
+  EXPECT_EQ(w.stats().results, 1u);
+  EXPECT_EQ(w.stats().duplicate_results, 1u);
+}
+
+TEST_F(WorkerTest, TimeoutResendsWithTheResendFlagAndBacksOff) {
+  w.submit(0, input, output, out);
+  sent();
+  const Time first = *w.next_timer();
+  EXPECT_EQ(first, 10 * kMillisecond);
+  w.on_timer(first, out);
+  auto resent = sent();
+  ASSERT_EQ(resent.size(), 3u);
+  for (auto& p : resent) EXPECT_TRUE(header_of(p).has(flag::kResend));
+  EXPECT_EQ(*w.next_timer(), first + 20 * kMillisecond);  // doubled
+  EXPECT_EQ(w.stats().timeouts, 3u);
+}
+
+TEST_F(WorkerTest, GapInResultsTriggersOneFastResend) {
+  std::vector<float> big(4 * 6, 1.0f), result(4 * 6);
+  WorkerConfig c = small_config();
+  c.initial_window = 8;
+  Worker wide(c);
+  wide.submit(0, big, result, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 6u);
+  for (int i = 1; i <= 3; ++i) {  // results for 1..3 but not 0
+    auto r = result_for(frags[i], 8);
+    wide.on_packet(100, r, out);
+  }
+  auto resent = sent();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(header_of(resent[0]).seq, 0u);
+  EXPECT_TRUE(header_of(resent[0]).has(flag::kResend));
+  auto r4 = result_for(frags[4], 8);
+  wide.on_packet(101, r4, out);
+  EXPECT_TRUE(sent().empty());  // only once per transmission
+  EXPECT_EQ(wide.stats().fast_resends, 1u);
+}
+
+TEST_F(WorkerTest, EcnHalvesTheWindowAndCleanResultsGrowIt) {
+  std::vector<float> big(4 * 8, 1.0f), result(4 * 8);
+  w.submit(0, big, result, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 4u);
+  EXPECT_EQ(w.congestion_window(), 4.0);
+  auto marked = result_for(frags[0], 8, flag::kEcn);
+  w.on_packet(100, marked, out);
+  EXPECT_EQ(w.congestion_window(), 2.0);
+  EXPECT_EQ(w.stats().ecn_marks, 1u);
+  auto marked_again = result_for(frags[1], 8, flag::kEcn);
+  w.on_packet(101, marked_again, out);
+  EXPECT_EQ(w.congestion_window(), 2.0);  // once per round trip
+  sent();
+  auto clean = result_for(frags[2], 8);
+  w.on_packet(102, clean, out);
+  EXPECT_EQ(w.congestion_window(), 2.5);
+}
+
+TEST_F(WorkerTest, FloatRequestResendsAsFloat32) {
+  w.submit(0, input, output, out);
+  auto frags = sent();
+  auto req = make_packet([&] {
+    PacketSpec r;
+    r.job = 3;
+    r.seq = 1;
+    r.flags = flag::kFloatRequest;
+    r.workers = 0;
+    r.values = {};
+    return r;
+  }());
+  w.on_packet(50, req, out);
+  auto floats = sent();
+  ASSERT_EQ(floats.size(), 1u);
+  const auto h = header_of(floats[0]);
+  EXPECT_TRUE(h.has(flag::kOverflow));
+  EXPECT_EQ(h.seq, 1u);
+  float f;
+  const auto v = values_of(floats[0]);
+  std::memcpy(&f, &v[0], 4);
+  EXPECT_EQ(f, 0.5f);
+  w.on_packet(51, req, out);
+  EXPECT_TRUE(sent().empty());  // already sending floats
+}
+
+TEST_F(WorkerTest, UnrepresentableValuesTravelAsFloats) {
+  input[1] = std::numeric_limits<float>::quiet_NaN();
+  input[5] = 1e30f;
+  w.submit(0, input, output, out);
+  auto frags = sent();
+  EXPECT_TRUE(header_of(frags[0]).has(flag::kOverflow));
+  EXPECT_TRUE(header_of(frags[1]).has(flag::kOverflow));
+  EXPECT_FALSE(header_of(frags[2]).has(flag::kOverflow));
+  // A float result is copied, not dequantized.
+  PacketSpec r;
+  r.job = 3;
+  r.seq = 0;
+  r.flags = flag::kResult | flag::kOverflow;
+  r.workers = 0;
+  float three = 3.0f;
+  std::int32_t bits;
+  std::memcpy(&bits, &three, 4);
+  r.values.assign(4, bits);
+  auto p = make_packet(r);
+  w.on_packet(10, p, out);
+  EXPECT_EQ(output[0], 3.0f);
+}
+
+TEST_F(WorkerTest, GivesUpWithAClearErrorAtTheDeadline) {
+  const auto id = w.submit(0, input, output, out);
+  Time now = 0;
+  while (auto t = w.next_timer()) {
+    now = *t;
+    w.on_timer(now, out);
+  }
+  EXPECT_TRUE(w.failed());
+  EXPECT_GE(now, 1 * kSecond);
+  EXPECT_NE(w.error().find("no result for fragment"), std::string::npos) << w.error();
+  EXPECT_EQ(w.status(id), AllreduceStatus::failed);
+  EXPECT_THROW(w.submit(now, input, output, out), std::runtime_error);
+}
+
+TEST_F(WorkerTest, RemapMovesTheSlotsNextFragment) {
+  std::vector<float> big(4 * 9, 1.0f), result(4 * 9);
+  WorkerConfig c = small_config();
+  c.initial_window = 8;
+  Worker wide(c);
+  wide.submit(0, big, result, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 8u);
+  auto r = result_for(frags[0], 8, flag::kRemap);
+  proto::store_be32(r.data() + 36, 4242);  // remap_index
+  wide.on_packet(10, r, out);
+  auto next = sent();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(header_of(next[0]).seq, 8u);  // slot 0 again
+  EXPECT_EQ(header_of(next[0]).aggregator, 4242u);
+}
+
+TEST_F(WorkerTest, EmptyTensorCompletesAtOnce) {
+  std::vector<float> none;
+  const auto id = w.submit(0, none, none, out);
+  EXPECT_TRUE(sent().empty());
+  EXPECT_EQ(w.status(id), AllreduceStatus::done);
+  EXPECT_EQ(w.take_completed(), std::vector<std::uint32_t>{id});
+}
+
+TEST_F(WorkerTest, SeveralTensorsShareOneSequenceSpace) {
+  std::vector<float> a(4, 1.0f), b(6, 1.0f), ra(4), rb(6);
+  const auto ta = w.submit(0, a, ra, out);
+  const auto tb = w.submit(0, b, rb, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 3u);
+  EXPECT_EQ(header_of(frags[0]).tensor, ta);
+  EXPECT_EQ(header_of(frags[1]).tensor, tb);
+  EXPECT_EQ(header_of(frags[2]).seq, 2u);
+  for (auto& f : frags) {
+    auto r = result_for(f, 256);
+    w.on_packet(5, r, out);
+  }
+  EXPECT_EQ(w.take_completed(), (std::vector<std::uint32_t>{ta, tb}));
+  EXPECT_EQ(rb[5], 1.0f);
+}
+
+TEST(WorkerConfigTest, RejectsImpossibleConfigurations) {
+  auto with = [](auto change) {
+    WorkerConfig c = small_config();
+    change(c);
+    return c;
+  };
+  EXPECT_THROW(Worker(with([](auto& c) { c.window = 6; })), std::invalid_argument);
+  EXPECT_THROW(Worker(with([](auto& c) { c.rank_in_rack = 4; })), std::invalid_argument);
+  EXPECT_THROW(Worker(with([](auto& c) { c.values_per_packet = 0; })), std::invalid_argument);
+  EXPECT_THROW(Worker(with([](auto& c) { c.scale = 0; })), std::invalid_argument);
+  EXPECT_THROW(Worker(with([](auto& c) { c.job_workers = 2; })), std::invalid_argument);
+  Worker ok(small_config());
+  Outbox out;
+  std::vector<float> a(4), b(5);
+  EXPECT_THROW(ok.submit(0, a, b, out), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atp::engines
