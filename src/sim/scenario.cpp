@@ -51,6 +51,8 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   // Timers scaled to the path: a few round trips of the slowest plausible queue.
   spec.worker_defaults.min_rto = std::max<Duration>(200 * kMicrosecond, 20 * link.delay);
   spec.worker_defaults.initial_rto = 4 * spec.worker_defaults.min_rto;
+  // Backoff stops at a data-center scale: waiting seconds after a burst of losses only idles.
+  spec.worker_defaults.max_rto = 64 * spec.worker_defaults.min_rto;
   spec.worker_defaults.deadline = spec.time_limit;
 
   for (unsigned j = 0; j < s.jobs; ++j) {
