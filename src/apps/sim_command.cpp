@@ -11,14 +11,7 @@ namespace atp::apps {
 namespace {
 
 void run_sim(const sim::Scenario& scenario, bool json) {
-  sim::ClusterSpec spec;
-  try {
-    spec = sim::to_cluster_spec(scenario);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "atp sim: " << e.what() << "\n";
-    set_exit_code(2);
-    return;
-  }
+  const sim::ClusterSpec spec = sim::to_cluster_spec(scenario);
   const auto start = std::chrono::steady_clock::now();
   const sim::ClusterReport report = sim::run_cluster(spec);
   RunInfo info;
@@ -50,6 +43,9 @@ void add_sim_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tensor-bytes", s.tensor_bytes, "Gradient bytes per iteration")
       ->capture_default_str();
+  cmd->add_option("--layers", s.layer_bytes,
+                  "Per-layer tensor bytes, comma-separated (replaces --tensor-bytes)")
+      ->delimiter(',');
   cmd->add_option("--iterations", s.iterations, "Training iterations")->capture_default_str();
   cmd->add_option("--compute-us", s.compute_us, "Compute time per iteration (us)")
       ->capture_default_str();
@@ -74,6 +70,9 @@ void add_sim_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
   cmd->add_flag("--json", json, "Print one JSON object instead of a table");
+  // --config belongs to the top-level app (CLI11 reads config files there); fallthrough lets
+  // it follow `sim` on the command line.
+  cmd->fallthrough();
   cmd->callback([] { run_sim(s, json); });
 }
 

@@ -17,43 +17,53 @@ void GradientSource::fill(std::uint32_t job, std::uint32_t worker, std::uint32_t
   key = splitmix64(key) ^ worker;
   key = splitmix64(key) ^ iteration;
   key = splitmix64(key) ^ tensor;
+  // A counter hashed per value: cheaper than a generator step, and as reproducible.
+  const bool faults = overflow_fraction > 0 || nan_fraction > 0;
   Rng rng(key);
-  for (float& v : out) {
-    v = static_cast<float>((rng.uniform() * 2 - 1) * magnitude);
-    if (overflow_fraction > 0 && rng.chance(overflow_fraction)) v *= 1e12f;
-    if (nan_fraction > 0 && rng.chance(nan_fraction)) v = std::numeric_limits<float>::quiet_NaN();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::uint64_t x = key + i;
+    const std::uint64_t bits = splitmix64(x);
+    // 24 random bits -> [-1, 1), exact in float.
+    out[i] = (static_cast<float>(bits >> 40) * 0x1.0p-23f - 1.0f) * magnitude;
+    if (!faults) continue;
+    if (rng.chance(overflow_fraction)) out[i] *= 1e12f;
+    if (rng.chance(nan_fraction)) out[i] = std::numeric_limits<float>::quiet_NaN();
   }
 }
 
-void exact_allreduce(std::span<const std::vector<float>> inputs, std::uint16_t k, float scale,
-                     std::span<float> out) {
-  const std::size_t n = out.size();
-  const int workers = static_cast<int>(inputs.size());
-  const std::int32_t limit = quant::sum_safe_magnitude(workers);
-  std::vector<std::uint8_t> wire(std::size_t{k} * 4);
-  std::vector<std::int64_t> sum(k);
-  for (std::size_t first = 0; first < n; first += k) {
-    const std::size_t count = std::min<std::size_t>(k, n - first);
-    bool integers = true;
-    std::fill(sum.begin(), sum.end(), 0);
-    for (const auto& in : inputs) {
-      if (!quant::quantize_to_wire(in.data() + first, count, scale, limit, wire.data())) {
-        integers = false;
-        break;
-      }
-      for (std::size_t i = 0; i < count; ++i) sum[i] += proto::load_be_i32(wire.data() + 4 * i);
-    }
-    if (integers) {
-      for (std::size_t i = 0; i < count; ++i)
-        proto::store_be_i32(wire.data() + 4 * i, static_cast<std::int32_t>(sum[i]));
-      quant::dequantize_from_wire(wire.data(), count, scale, out.data() + first);
+ExactSum::ExactSum(std::uint16_t values_per_packet, float scale, int workers)
+    : k_(values_per_packet), scale_(scale), max_magnitude_(quant::sum_safe_magnitude(workers)),
+      wire_(std::size_t{values_per_packet} * 4) {}
+
+void ExactSum::reset(std::size_t size) {
+  ints_.assign(size, 0);
+  floats_.assign(size, 0.0);
+  integer_fragment_.assign((size + k_ - 1) / k_, true);
+}
+
+void ExactSum::add(std::span<const float> in) {
+  for (std::size_t first = 0, f = 0; first < in.size(); first += k_, ++f) {
+    const std::size_t count = std::min<std::size_t>(k_, in.size() - first);
+    for (std::size_t i = first; i < first + count; ++i) floats_[i] += in[i];
+    if (!integer_fragment_[f]) continue;
+    if (!quant::quantize_to_wire(in.data() + first, count, scale_, max_magnitude_, wire_.data())) {
+      integer_fragment_[f] = false;
       continue;
     }
-    for (std::size_t i = 0; i < count; ++i) {
-      double acc = 0;
-      for (const auto& in : inputs) acc += in[first + i];
-      out[first + i] = static_cast<float>(acc);
+    for (std::size_t i = 0; i < count; ++i) ints_[first + i] += proto::load_be_i32(wire_.data() + 4 * i);
+  }
+}
+
+void ExactSum::finish(std::span<float> out) {
+  for (std::size_t first = 0, f = 0; first < out.size(); first += k_, ++f) {
+    const std::size_t count = std::min<std::size_t>(k_, out.size() - first);
+    if (!integer_fragment_[f]) {
+      for (std::size_t i = first; i < first + count; ++i) out[i] = static_cast<float>(floats_[i]);
+      continue;
     }
+    for (std::size_t i = 0; i < count; ++i)
+      proto::store_be_i32(wire_.data() + 4 * i, static_cast<std::int32_t>(ints_[first + i]));
+    quant::dequantize_from_wire(wire_.data(), count, scale_, out.data() + first);
   }
 }
 

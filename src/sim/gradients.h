@@ -17,10 +17,25 @@ struct GradientSource {
             std::uint32_t tensor, std::span<float> out) const;
 };
 
-// What ATP must return for workers' `inputs` (in rack-major worker order, the order the PS
-// sums floats in): per fragment of K values, the dequantized int32 sum if every worker's values
-// quantize within sum_safe_magnitude, else the float sum in that order.
-void exact_allreduce(std::span<const std::vector<float>> inputs, std::uint16_t values_per_packet,
-                     float scale, std::span<float> out);
+// The result ATP must return, built one worker at a time (in rack-major worker order, the
+// order the PS sums floats in): per fragment of K values, the dequantized int32 sum if every
+// worker's values quantize within sum_safe_magnitude(workers), else the float sum in that order.
+class ExactSum {
+ public:
+  ExactSum(std::uint16_t values_per_packet, float scale, int workers);
+
+  void reset(std::size_t size);
+  void add(std::span<const float> worker_values);
+  void finish(std::span<float> out);
+
+ private:
+  std::uint16_t k_;
+  float scale_;
+  std::int32_t max_magnitude_;
+  std::vector<std::int64_t> ints_;
+  std::vector<double> floats_;
+  std::vector<bool> integer_fragment_;
+  std::vector<std::uint8_t> wire_;
+};
 
 }  // namespace atp::sim

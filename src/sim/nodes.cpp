@@ -4,25 +4,20 @@
 
 namespace atp::sim {
 
-void SwitchNode::receive(Simulator& sim, NodeId, std::vector<std::uint8_t>& bytes) {
+void SwitchNode::receive(Simulator& sim, NodeId, std::span<std::uint8_t> bytes) {
   const engines::Forwarding f = pipeline_.process(bytes);
   switch (f.action) {
     case engines::Forwarding::Action::drop: return;
-    case engines::Forwarding::Action::unicast: sim.send(id_, f.to, std::move(bytes)); return;
+    case engines::Forwarding::Action::unicast: sim.send(id_, f.to, bytes); return;
     case engines::Forwarding::Action::multicast:
-      for (std::size_t i = 0; i < f.group.size(); ++i) {
-        if (i + 1 == f.group.size())
-          sim.send(id_, f.group[i], std::move(bytes));
-        else
-          sim.send(id_, f.group[i], bytes);
-      }
+      for (NodeId member : f.group) sim.send(id_, member, bytes);
       return;
   }
 }
 
-void PsNode::receive(Simulator& sim, NodeId, std::vector<std::uint8_t>& bytes) {
+void PsNode::receive(Simulator& sim, NodeId, std::span<std::uint8_t> bytes) {
   ps_.on_packet(sim.now(), bytes, outbox_);
-  for (auto& d : outbox_.packets()) sim.send(id_, d.to, std::move(d.bytes));
+  for (auto& d : outbox_.packets()) sim.send(id_, d.to, d.bytes);
   outbox_.clear();
 }
 
@@ -31,10 +26,14 @@ bool JobVerifier::check(std::uint32_t iteration, std::uint32_t tensor,
   auto key = std::make_pair(iteration, tensor);
   auto it = expected_.find(key);
   if (it == expected_.end()) {
-    std::vector<std::vector<float>> inputs(workers_, std::vector<float>(result.size()));
-    for (std::uint32_t w = 0; w < workers_; ++w) source_.fill(job_, w, iteration, tensor, inputs[w]);
+    exact_.reset(result.size());
+    scratch_.resize(result.size());
+    for (std::uint32_t w = 0; w < workers_; ++w) {
+      source_.fill(job_, w, iteration, tensor, scratch_);
+      exact_.add(scratch_);
+    }
     Expected e{std::vector<float>(result.size()), workers_};
-    exact_allreduce(inputs, k_, scale_, e.values);
+    exact_.finish(e.values);
     it = expected_.emplace(key, std::move(e)).first;
   }
   Expected& e = it->second;
@@ -93,7 +92,7 @@ void TrainingWorkerNode::collect(Simulator& sim) {
   compute_done_ = sim.now() + plan_.compute;
 }
 
-void TrainingWorkerNode::receive(Simulator& sim, NodeId, std::vector<std::uint8_t>& bytes) {
+void TrainingWorkerNode::receive(Simulator& sim, NodeId, std::span<std::uint8_t> bytes) {
   worker_.on_packet(sim.now(), bytes, outbox_);
   collect(sim);
   flush(sim);
@@ -108,7 +107,7 @@ void TrainingWorkerNode::timer(Simulator& sim) {
 
 // Sends what the engine queued and re-arms one timer for the engine and the compute phase.
 void TrainingWorkerNode::flush(Simulator& sim) {
-  for (auto& d : outbox_.packets()) sim.send(self_, d.to, std::move(d.bytes));
+  for (auto& d : outbox_.packets()) sim.send(self_, d.to, d.bytes);
   outbox_.clear();
   std::optional<Time> next = worker_.next_timer();
   if (computing_ && (!next || compute_done_ < *next)) next = compute_done_;

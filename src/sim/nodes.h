@@ -19,7 +19,7 @@ class SwitchNode : public Node {
  public:
   explicit SwitchNode(engines::SwitchConfig config) : pipeline_(config) {}
   engines::SwitchPipeline& pipeline() { return pipeline_; }
-  void receive(Simulator& sim, NodeId from, std::vector<std::uint8_t>& bytes) override;
+  void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;
   void set_id(NodeId id) { id_ = id; }
 
  private:
@@ -31,7 +31,7 @@ class PsNode : public Node {
  public:
   explicit PsNode(engines::PsConfig config = {}) : ps_(config) {}
   engines::ParameterServer& ps() { return ps_; }
-  void receive(Simulator& sim, NodeId from, std::vector<std::uint8_t>& bytes) override;
+  void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;
   void set_id(NodeId id) { id_ = id; }
 
  private:
@@ -53,7 +53,7 @@ class JobVerifier {
  public:
   JobVerifier(GradientSource source, std::uint32_t job, std::uint32_t workers,
               std::uint16_t values_per_packet, float scale)
-      : source_(source), job_(job), workers_(workers), k_(values_per_packet), scale_(scale) {}
+      : source_(source), job_(job), workers_(workers), exact_(values_per_packet, scale, workers) {}
 
   // Compares a worker's result bit for bit; returns true if exact.
   bool check(std::uint32_t iteration, std::uint32_t tensor, std::span<const float> result);
@@ -69,8 +69,8 @@ class JobVerifier {
   };
   GradientSource source_;
   std::uint32_t job_, workers_;
-  std::uint16_t k_;
-  float scale_;
+  ExactSum exact_;
+  std::vector<float> scratch_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, Expected> expected_;
   std::uint64_t checked_ = 0, mismatches_ = 0;
 };
@@ -81,7 +81,7 @@ class TrainingWorkerNode : public Node {
                      JobVerifier& verifier);
 
   void start(Simulator& sim, NodeId self);
-  void receive(Simulator& sim, NodeId from, std::vector<std::uint8_t>& bytes) override;
+  void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;
   void timer(Simulator& sim) override;
 
   bool finished() const { return iteration_ == plan_.iterations; }

@@ -7,14 +7,17 @@
 namespace atp::sim {
 
 std::string Scenario::command_line() const {
+  std::string layers;
+  for (std::uint64_t b : layer_bytes) layers += (layers.empty() ? "" : ",") + std::to_string(b);
   return fmt::format(
       "atp sim --racks {} --workers-per-rack {} --jobs {} --aggregators {} --window {} "
       "--values-per-packet {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
       "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} --policy {} "
-      "--parameter-servers {} --overflow-fraction {} --time-limit-s {} --seed {}",
+      "--parameter-servers {} --overflow-fraction {} --time-limit-s {} --seed {}{}",
       racks, workers_per_rack, jobs, aggregators, window, values_per_packet, tensor_bytes,
       iterations, compute_us, link_gbps, delay_us, loss, reorder, duplicate, ecn_threshold,
-      policy, parameter_servers, overflow_fraction, time_limit_s, seed);
+      policy, parameter_servers, overflow_fraction, time_limit_s, seed,
+      layers.empty() ? "" : " --layers " + layers);
 }
 
 ClusterSpec to_cluster_spec(const Scenario& s) {
@@ -22,7 +25,10 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   if (s.racks == 0 || s.racks > 32) bad("--racks must be 1..32");
   if (s.workers_per_rack == 0 || s.workers_per_rack > 32) bad("--workers-per-rack must be 1..32");
   if (s.jobs == 0) bad("--jobs must be at least 1");
-  if (s.tensor_bytes % 4 != 0) bad("--tensor-bytes must be a multiple of 4 (float32 values)");
+  const std::vector<std::uint64_t> tensors =
+      s.layer_bytes.empty() ? std::vector<std::uint64_t>{s.tensor_bytes} : s.layer_bytes;
+  for (std::uint64_t b : tensors)
+    if (b % 4 != 0) bad("--tensor-bytes and --layers must be multiples of 4 (float32 values)");
   if (s.parameter_servers == 0 || s.parameter_servers > 255)
     bad("--parameter-servers must be 1..255");
   for (double p : {s.loss, s.reorder, s.duplicate, s.overflow_fraction})
@@ -60,7 +66,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     job.workers_per_rack.assign(s.racks, static_cast<std::uint8_t>(s.workers_per_rack));
     job.window = s.window;
     job.values_per_packet = s.values_per_packet;
-    job.plan.tensor_sizes = {static_cast<std::size_t>(s.tensor_bytes / 4)};
+    for (std::uint64_t b : tensors) job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
     job.plan.iterations = s.iterations;
     job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
     job.gradients.seed = s.seed * 1000003 + j;

@@ -3,6 +3,7 @@
 // cluster: every job gets `workers_per_rack` workers in each of `racks` racks.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/cluster.h"
 
@@ -16,6 +17,9 @@ struct Scenario {
   std::uint32_t window = 64;
   std::uint16_t values_per_packet = 256;
   std::uint64_t tensor_bytes = 1 << 20;
+  // Per-layer tensors (bytes each), allreduced one after another each iteration; when set,
+  // it replaces tensor_bytes.
+  std::vector<std::uint64_t> layer_bytes;
   std::uint32_t iterations = 3;
   double compute_us = 0;
   double link_gbps = 100;

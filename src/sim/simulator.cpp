@@ -1,6 +1,7 @@
 #include "sim/simulator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -10,12 +11,8 @@ namespace atp::sim {
 
 namespace {
 
-// FNV-1a, folded over each event's time, endpoints and the packet's header bytes.
-std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t size) {
-  const auto* p = static_cast<const std::uint8_t*>(data);
-  for (std::size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
+// Folds one 64-bit word into the trace hash (FNV-1a over words instead of bytes).
+std::uint64_t mix(std::uint64_t h, std::uint64_t word) { return (h ^ word) * 0x100000001b3ull; }
 
 }  // namespace
 
@@ -23,7 +20,8 @@ Simulator::Simulator(std::uint64_t seed) : rng_(seed) {}
 
 NodeId Simulator::add_node(std::unique_ptr<Node> node) {
   nodes_.push_back(std::move(node));
-  armed_.push_back(-1);
+  timer_wanted_.push_back(-1);
+  timer_scheduled_.push_back(-1);
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
@@ -33,7 +31,20 @@ void Simulator::connect(NodeId a, NodeId b, const LinkSpec& spec) {
   links_[key(b, a)] = Link{spec, 0, {}};
 }
 
-void Simulator::send(NodeId from, NodeId to, std::vector<std::uint8_t> bytes) {
+std::uint32_t Simulator::store(std::span<const std::uint8_t> bytes) {
+  std::uint32_t index;
+  if (free_packets_.empty()) {
+    index = static_cast<std::uint32_t>(packets_.size());
+    packets_.emplace_back();
+  } else {
+    index = free_packets_.back();
+    free_packets_.pop_back();
+  }
+  packets_[index].assign(bytes.begin(), bytes.end());
+  return index;
+}
+
+void Simulator::send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes) {
   auto it = links_.find(key(from, to));
   if (it == links_.end())
     throw std::logic_error("no link from node " + std::to_string(from) + " to " +
@@ -51,6 +62,7 @@ void Simulator::send(NodeId from, NodeId to, std::vector<std::uint8_t> bytes) {
   }
 
   // Serialization on a FIFO link: the queue is the time the link stays busy.
+  bool mark_ecn = false;
   const double bytes_per_ns = spec.gbps / 8;
   const Time start = std::max(now_, link.busy_until);
   if (spec.gbps > 0) {
@@ -59,10 +71,7 @@ void Simulator::send(NodeId from, NodeId to, std::vector<std::uint8_t> bytes) {
       ++link.counters.tail_dropped;
       return;
     }
-    if (queued > spec.ecn_bytes && bytes.size() >= proto::kHeaderBytes) {
-      bytes[1] |= proto::flag::kEcn;  // the flags byte of the ATP header
-      ++link.counters.ecn_marked;
-    }
+    mark_ecn = queued > spec.ecn_bytes && bytes.size() >= proto::kHeaderBytes;
     link.busy_until = start + static_cast<Time>(static_cast<double>(bytes.size()) / bytes_per_ns);
   }
   Time arrive = link.busy_until > now_ ? link.busy_until + spec.delay : now_ + spec.delay;
@@ -70,43 +79,56 @@ void Simulator::send(NodeId from, NodeId to, std::vector<std::uint8_t> bytes) {
     arrive += 1 + static_cast<Time>(rng_.below(static_cast<std::uint64_t>(spec.reorder_delay)));
     ++link.counters.reordered;
   }
+  const std::uint32_t packet = store(bytes);
+  if (mark_ecn) {
+    packets_[packet][1] |= proto::flag::kEcn;  // the flags byte of the ATP header
+    ++link.counters.ecn_marked;
+  }
   if (rng_.chance(spec.duplicate)) {
     ++link.counters.duplicated;
     const Time later = arrive + 1 + static_cast<Time>(rng_.below(
                                         static_cast<std::uint64_t>(spec.reorder_delay) + 1));
-    schedule(later, to, from, false, bytes);
+    schedule(later, to, from, store(packets_[packet]));
   }
-  schedule(arrive, to, from, false, std::move(bytes));
+  schedule(arrive, to, from, packet);
 }
 
 void Simulator::arm_timer(NodeId node, Time at) {
   at = std::max(at, now_);
-  if (armed_[node] == at) return;
-  armed_[node] = at;
-  schedule(at, node, node, true, {});
+  timer_wanted_[node] = at;
+  if (timer_scheduled_[node] < 0 || at < timer_scheduled_[node]) {
+    timer_scheduled_[node] = at;
+    schedule(at, node, node, kTimer);
+  }
 }
 
-void Simulator::schedule(Time at, NodeId node, NodeId from, bool is_timer,
-                         std::vector<std::uint8_t> bytes) {
-  heap_.push_back(Event{at, order_++, node, from, is_timer, std::move(bytes)});
+void Simulator::schedule(Time at, NodeId node, NodeId from, std::uint32_t packet) {
+  heap_.push_back(Event{at, order_++, node, from, packet});
   std::push_heap(heap_.begin(), heap_.end(), Later{});
 }
 
 bool Simulator::step() {
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    Event e = std::move(heap_.back());
+    const Event e = heap_.back();
     heap_.pop_back();
-    // A timer that was re-armed for another time is stale.
-    if (e.is_timer && armed_[e.node] != e.at) continue;
+    if (e.packet == kTimer) {
+      if (e.at != timer_scheduled_[e.node]) continue;  // an earlier one replaced it
+      if (timer_wanted_[e.node] > e.at) {              // moved later: wait on
+        timer_scheduled_[e.node] = timer_wanted_[e.node];
+        schedule(timer_wanted_[e.node], e.node, e.node, kTimer);
+        continue;
+      }
+      timer_scheduled_[e.node] = timer_wanted_[e.node] = -1;
+    }
     now_ = e.at;
     ++events_;
     record(e);
-    if (e.is_timer) {
-      armed_[e.node] = -1;
+    if (e.packet == kTimer) {
       nodes_[e.node]->timer(*this);
     } else {
-      nodes_[e.node]->receive(*this, e.from, e.bytes);
+      nodes_[e.node]->receive(*this, e.from, packets_[e.packet]);
+      free_packets_.push_back(e.packet);
     }
     return true;
   }
@@ -121,11 +143,14 @@ void Simulator::run(Time until, const std::function<bool()>& stop) {
 }
 
 void Simulator::record(const Event& e) {
-  std::uint64_t h = trace_hash_;
-  h = fnv1a(h, &e.at, sizeof e.at);
-  h = fnv1a(h, &e.node, sizeof e.node);
-  h = fnv1a(h, &e.from, sizeof e.from);
-  h = fnv1a(h, e.bytes.data(), std::min(e.bytes.size(), proto::kHeaderBytes));
+  std::uint64_t h = mix(trace_hash_, static_cast<std::uint64_t>(e.at));
+  h = mix(h, (std::uint64_t{e.node} << 32) | e.from);
+  if (e.packet != kTimer) {
+    const auto& bytes = packets_[e.packet];
+    std::uint64_t word[proto::kHeaderBytes / 8] = {};
+    std::memcpy(word, bytes.data(), std::min(bytes.size(), proto::kHeaderBytes));
+    for (std::uint64_t w : word) h = mix(h, w);
+  }
   trace_hash_ = h;
 }
 

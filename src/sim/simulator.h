@@ -32,7 +32,8 @@ class Simulator;
 class Node {
  public:
   virtual ~Node() = default;
-  virtual void receive(Simulator& sim, NodeId from, std::vector<std::uint8_t>& bytes) = 0;
+  // `bytes` belongs to the simulator and is reused after the call returns.
+  virtual void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) = 0;
   virtual void timer(Simulator&) {}
 };
 
@@ -52,8 +53,10 @@ class Simulator {
   Node& node(NodeId id) { return *nodes_[id]; }
   void connect(NodeId a, NodeId b, const LinkSpec& spec);  // both directions
 
-  void send(NodeId from, NodeId to, std::vector<std::uint8_t> bytes);
+  // Copies `bytes` onto the link from `from` to `to`.
+  void send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes);
   // Asks for node.timer() at `at`; a later call for the same node replaces the earlier one.
+  // (A replaced timer may still call node.timer() once early, which nodes must tolerate.)
   void arm_timer(NodeId node, Time at);
   void set_drop_filter(DropFilter filter) { drop_filter_ = std::move(filter); }
 
@@ -74,13 +77,13 @@ class Simulator {
     Time busy_until = 0;
     LinkCounters counters;
   };
+  static constexpr std::uint32_t kTimer = ~0u;
   struct Event {
     Time at;
     std::uint64_t order;
     NodeId node;
     NodeId from;
-    bool is_timer;
-    std::vector<std::uint8_t> bytes;
+    std::uint32_t packet;  // index into packets_, or kTimer
   };
   struct Later {
     bool operator()(const Event& a, const Event& b) const {
@@ -88,7 +91,8 @@ class Simulator {
     }
   };
 
-  void schedule(Time at, NodeId node, NodeId from, bool is_timer, std::vector<std::uint8_t> bytes);
+  void schedule(Time at, NodeId node, NodeId from, std::uint32_t packet);
+  std::uint32_t store(std::span<const std::uint8_t> bytes);
   void record(const Event& e);
   static std::uint64_t key(NodeId from, NodeId to) { return (std::uint64_t{from} << 32) | to; }
 
@@ -96,9 +100,14 @@ class Simulator {
   Time now_ = 0;
   std::uint64_t order_ = 0, events_ = 0, trace_hash_ = 0xcbf29ce484222325ull;
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::vector<Time> armed_;  // per node: the timer that counts (-1: none)
+  // Per node: when it wants its timer, and the one timer event in the heap that counts
+  // (-1: none). Moving a timer later reuses the queued event instead of adding one.
+  std::vector<Time> timer_wanted_, timer_scheduled_;
   std::unordered_map<std::uint64_t, Link> links_;
   std::vector<Event> heap_;  // a binary heap under Later
+  // Packets in flight, in reused buffers: no allocation per packet once warmed up.
+  std::vector<std::vector<std::uint8_t>> packets_;
+  std::vector<std::uint32_t> free_packets_;
   DropFilter drop_filter_;
 };
 

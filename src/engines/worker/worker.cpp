@@ -118,6 +118,8 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   proto::encode(h, packet);
   f.last_sent = now;
   f.rto_deadline = now + rtt_.rto(f.retransmits);
+  const Time due = std::min(f.rto_deadline, f.first_sent + config_.deadline);
+  if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
 }
 
 void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out) {
@@ -198,6 +200,7 @@ void Worker::advance_base() {
     slot(base_).active = false;
     ++base_;
   }
+  if (base_ == next_seq_) earliest_timer_.reset();  // nothing in flight, nothing to time
   while (!tensors_.empty() && tensors_.front().finished == tensors_.front().fragments) {
     tensors_.pop_front();
     if (send_cursor_ > 0) --send_cursor_;
@@ -206,6 +209,7 @@ void Worker::advance_base() {
 
 void Worker::on_timer(Time now, Outbox& out) {
   if (failed()) return;
+  earliest_timer_stale_ = true;
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& f = slot(u);
     if (!f.active || f.acked) continue;
@@ -229,6 +233,8 @@ void Worker::on_timer(Time now, Outbox& out) {
 
 std::optional<Time> Worker::next_timer() const {
   if (failed()) return std::nullopt;
+  if (!earliest_timer_stale_) return earliest_timer_;
+  earliest_timer_stale_ = false;
   std::optional<Time> next;
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     const Fragment& f = ring_[u & (config_.window - 1)];
@@ -236,6 +242,7 @@ std::optional<Time> Worker::next_timer() const {
     const Time t = std::min(f.rto_deadline, f.first_sent + config_.deadline);
     if (!next || t < *next) next = t;
   }
+  earliest_timer_ = next;
   return next;
 }
 

@@ -67,6 +67,7 @@ class Worker {
 
   void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out);
   void on_timer(Time now, Outbox& out);
+  // When on_timer() is due. It may be early (on_timer() then does nothing), never late.
   std::optional<Time> next_timer() const;
 
   AllreduceStatus status(std::uint32_t tensor) const;
@@ -127,6 +128,10 @@ class Worker {
   std::uint32_t end_seq_ = 0;   // one past the last submitted fragment
   std::uint32_t in_flight_ = 0;
   std::vector<std::uint32_t> completed_;
+  // next_timer() is asked after every event, so it returns a cached lower bound (results only
+  // ever remove deadlines) and rescans the in-flight fragments only after a timer fired.
+  mutable std::optional<Time> earliest_timer_;
+  mutable bool earliest_timer_stale_ = false;
   std::string error_;
   WorkerStats stats_;
 };
