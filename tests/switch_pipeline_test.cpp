@@ -391,7 +391,7 @@ TEST(StaticPolicy, UsesOnlyTheJobsSlice) {
   SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::static_partition});
   sw.add_job({1, kWorkers, {kUp}, 4, /*first=*/8, /*count=*/2});
   PacketSpec s;
-  s.aggregator = 5;  // 8 + 5 % 2 = 9
+  s.seq = 5;  // slots map in order: 8 + 5 % 2 = 9
   auto p = make_packet(s);
   sw.process(p);
   EXPECT_TRUE(sw.pool().state(9).valid);

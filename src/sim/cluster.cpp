@@ -31,6 +31,7 @@ void add(engines::SwitchJobCounters& a, const engines::SwitchJobCounters& b) {
   a.results_sent += b.results_sent;
   a.duplicates += b.duplicates;
   a.stale_reclaimed += b.stale_reclaimed;
+  a.fan_in_mismatch += b.fan_in_mismatch;
 }
 
 void add(engines::PsJobCounters& a, const engines::PsJobCounters& b) {
@@ -157,11 +158,12 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
         workers[j].push_back(raw);
         all_workers.emplace_back(id, raw);
       }
-      rack_switch->pipeline().add_job(
-          engines::SwitchJob{j, members, {spine_id}, job.window, j * slice, slice});
+      rack_switch->pipeline().add_job(engines::SwitchJob{
+          j, members, {spine_id}, job.window, j * slice, slice, used_counts[jr]});
     }
-    spine->pipeline().add_job(
-        engines::SwitchJob{j, rack_switches_of_job, server_ids, job.window, j * slice, slice});
+    spine->pipeline().add_job(engines::SwitchJob{
+        j, rack_switches_of_job, server_ids, job.window, j * slice, slice,
+        static_cast<std::uint8_t>(used_racks.size())});
     for (unsigned p = 0; p < servers.size(); ++p)
       servers[p].second->ps().add_job(engines::PsJob{j, used_counts, job.window,
                                                      job.values_per_packet, spine_id,

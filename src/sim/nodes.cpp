@@ -59,7 +59,7 @@ void TrainingWorkerNode::start(Simulator& sim, NodeId self) {
   self_ = self;
   if (plan_.iterations == 0) return;
   computing_ = true;
-  compute_done_ = sim.now() + plan_.compute;
+  compute_done_ = sim.now() + plan_.start + plan_.compute;
   sim.arm_timer(self_, compute_done_);
 }
 

@@ -45,6 +45,7 @@ struct TrainingPlan {
   std::vector<std::size_t> tensor_sizes;  // floats per tensor
   std::uint32_t iterations = 1;
   Duration compute = 0;
+  Duration start = 0;  // when the job's first compute phase begins
 };
 
 // Shared by a job's workers: regenerates every worker's gradients to compute the exact sum

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <bit>
 #include <stdexcept>
+
+#include "sim/rng.h"
 
 namespace atp::sim {
 
@@ -65,10 +69,19 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     JobSpec job;
     job.workers_per_rack.assign(s.racks, static_cast<std::uint8_t>(s.workers_per_rack));
     job.window = s.window;
+    // SwitchML-style static partitioning sizes each job's window to its slice of the pool,
+    // so a job never collides with itself (and never uses more than its share).
+    const std::uint32_t slice = s.aggregators / s.jobs;
+    if (spec.policy == engines::Policy::static_partition && slice > 0)
+      job.window = std::min(job.window, std::bit_floor(slice));
     job.values_per_packet = s.values_per_packet;
     for (std::uint64_t b : tensors) job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
     job.plan.iterations = s.iterations;
     job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
+    // Independent jobs are out of phase: each starts at a seeded offset within one compute
+    // phase (all of a job's workers together).
+    Rng phase(s.seed * 7919 + j);
+    job.plan.start = static_cast<Duration>(phase.uniform() * static_cast<double>(job.plan.compute));
     job.gradients.seed = s.seed * 1000003 + j;
     job.gradients.overflow_fraction = s.overflow_fraction;
     spec.jobs.push_back(job);

@@ -83,15 +83,15 @@ void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outb
     ++job.counters.stale;
     return;
   }
+  if (h.value_count != e->value_count) {
+    ++job.counters.rejected;
+    return;
+  }
   if (e->complete) {
     // Someone resent after the result left: it was lost on the way down. Send it again.
     ++job.counters.late_results;
     auto copy = out.add(job.config.downstream, e->result.size());
     std::copy(e->result.begin(), e->result.end(), copy.begin());
-    return;
-  }
-  if (h.value_count != e->value_count) {
-    ++job.counters.rejected;
     return;
   }
   e->ecn |= h.has(flag::kEcn);
@@ -128,7 +128,7 @@ void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outb
 bool ParameterServer::consistent(const Job& job, const proto::Header& h) const {
   const auto racks = job.config.workers_per_rack.size();
   if (h.job_fan_in != racks || h.value_count > job.config.values_per_packet) return false;
-  if (h.workers_bitmap != 0 && h.rack_fan_in != job.config.workers_per_rack[h.rack]) return false;
+  if (h.rack_fan_in != job.config.workers_per_rack[h.rack]) return false;
   return true;
 }
 
@@ -272,11 +272,13 @@ void ParameterServer::send_result(Job& job, Entry& e, std::span<const std::uint8
   streak = e.collided ? streak + 1 : 0;
   if (config_.remap_after > 0 && streak >= config_.remap_after && job.config.pool_size > 1) {
     const std::uint32_t pool = job.config.pool_size;
+    // Hash on until the index lands elsewhere in the pool (a few tries; pool > 1).
     std::uint32_t candidate = e.aggregator;
-    while (candidate % pool == e.aggregator % pool) {
+    for (int attempt = 0; attempt < 16 && candidate % pool == e.aggregator % pool; ++attempt) {
       const std::uint32_t generation = ++job.remap_generation[slot];
       candidate = proto::aggregator_hash(job.config.job, slot + generation * job.config.window);
     }
+    if (candidate % pool == e.aggregator % pool) candidate = e.aggregator + 1;
     h.set(flag::kRemap);
     h.remap_index = candidate;
     streak = 0;

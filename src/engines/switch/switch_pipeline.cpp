@@ -130,6 +130,11 @@ Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, bool congeste
     return drop();
   }
   c.job = &it->second;
+  const SwitchJob& job = c.job->config;
+  if (job.upstream.size() != 1 && c.h.ps_index >= job.upstream.size()) {
+    ++counters_.malformed;  // no route: refuse before touching any aggregator
+    return drop();
+  }
   if (congested) c.h.set(flag::kEcn);
   c.has_aggregator = pick_aggregator(c);
 
@@ -146,6 +151,7 @@ Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, bool congeste
     }
     return forward_up(c);
   }
+  if (!fan_in_agrees(c)) return forward_up(c);
   if (c.h.has(flag::kResend)) return handle_resend(c);
   if (!aggregatable(c)) return forward_up(c);
   return handle_fragment(c);
@@ -158,7 +164,9 @@ bool SwitchPipeline::pick_aggregator(Context& c) const {
     case Policy::static_partition: {
       const SwitchJob& job = c.job->config;
       if (job.static_count == 0) return false;
-      c.index = job.static_first + c.h.aggregator % job.static_count;
+      // SwitchML-style: slots map onto the slice in order, so a window no larger than the
+      // slice never collides with itself.
+      c.index = job.static_first + c.h.seq % job.static_count;
       return true;
     }
   }
@@ -172,6 +180,14 @@ bool SwitchPipeline::aggregatable(const Context& c) const {
   if (config_.level == Level::rack)
     return c.h.racks_bitmap == 0 && std::popcount(c.h.workers_bitmap) == 1;
   return c.h.workers_bitmap == 0 && std::popcount(c.h.racks_bitmap) == 1;
+}
+
+bool SwitchPipeline::fan_in_agrees(Context& c) const {
+  const std::uint8_t installed = c.job->config.fan_in;
+  const std::uint8_t claimed = config_.level == Level::rack ? c.h.rack_fan_in : c.h.job_fan_in;
+  if (installed == 0 || installed == claimed) return true;
+  ++c.job->counters.fan_in_mismatch;
+  return false;
 }
 
 Forwarding SwitchPipeline::handle_fragment(Context& c) {
@@ -233,7 +249,10 @@ Forwarding SwitchPipeline::handle_resend(Context& c) {
   AggregatorState& a = pool_.state(c.index);
   if (!a.valid || a.owner != c.owner() || a.value_count != c.h.value_count) return forward_up(c);
   const bool rack_level = config_.level == Level::rack;
-  if (rack_level && c.h.racks_bitmap != 0) return forward_up(c);
+  // Level 1 hears single workers; level 2 whole racks or one rack's part, never both at once.
+  if (rack_level ? c.h.racks_bitmap != 0 || std::popcount(c.h.workers_bitmap) != 1
+                 : c.h.racks_bitmap != 0 && c.h.workers_bitmap != 0)
+    return forward_up(c);
 
   // What the flushed packet carries: the aggregator's contributors, plus the resent ones if
   // the aggregator does not hold them yet.
@@ -288,13 +307,9 @@ Forwarding SwitchPipeline::forward_up(Context& c) {
   return route_up(c);
 }
 
-// Toward the PS that owns this fragment (ps_index), or the single uplink of a rack switch.
+// Toward the PS that owns this fragment (ps_index, checked on entry), or the single uplink.
 Forwarding SwitchPipeline::route_up(Context& c) {
   const SwitchJob& job = c.job->config;
-  if (job.upstream.size() != 1 && c.h.ps_index >= job.upstream.size()) {
-    ++counters_.malformed;
-    return drop();
-  }
   proto::encode_flags_and_bitmaps(c.h, c.packet);
   const NodeId to = job.upstream.size() == 1 ? job.upstream[0] : job.upstream[c.h.ps_index];
   return {Forwarding::Action::unicast, to, {}};

@@ -47,6 +47,10 @@ struct SwitchJob {
   // Static policy only: the job's slice [first, first + count) of the pool.
   std::uint32_t static_first = 0;
   std::uint32_t static_count = 0;
+  // Contributions a complete sum needs here: the job's workers in this rack (level 1) or its
+  // racks (level 2). Packets whose header says otherwise are not aggregated, so a misconfigured
+  // worker cannot complete a sum early. 0 leaves the check to the header alone.
+  std::uint8_t fan_in = 0;
 };
 
 struct SwitchJobCounters {
@@ -58,6 +62,7 @@ struct SwitchJobCounters {
   std::uint64_t results_sent = 0;    // results and float requests fanned out
   std::uint64_t duplicates = 0;      // contributions already counted (dropped or re-forwarded)
   std::uint64_t stale_reclaimed = 0; // aggregators taken back from an older seq of the job
+  std::uint64_t fan_in_mismatch = 0; // header fan-in differs from the installed one
 };
 
 struct SwitchCounters {
@@ -104,6 +109,7 @@ class SwitchPipeline {
   Forwarding handle_resend(Context& c);
   bool pick_aggregator(Context& c) const;
   bool aggregatable(const Context& c) const;
+  bool fan_in_agrees(Context& c) const;
   Forwarding forward_up(Context& c);
   Forwarding route_up(Context& c);
   Forwarding emit_sum(Context& c, std::uint32_t racks, std::uint32_t workers);

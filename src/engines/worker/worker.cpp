@@ -225,6 +225,7 @@ void Worker::on_timer(Time now, Outbox& out) {
     if (f.rto_deadline > now) continue;
     ++f.retransmits;
     f.resent = true;
+    f.fast_resent = false;  // a new transmission may be fast-resent once more
     ++stats_.timeouts;
     cwnd_.on_loss(u, next_seq_);
     transmit(now, f, true, out);

@@ -3,8 +3,9 @@
 // ECN-driven congestion window, recovers losses, and reassembles the summed results.
 //
 // Sans-IO: submit() and on_packet()/on_timer() queue datagrams into the caller's Outbox;
-// next_timer() says when on_timer() is due. Results are written straight into the caller's
-// output buffer, which must stay alive until the allreduce completes.
+// next_timer() says when on_timer() is due. Fragments are read from the caller's input buffer
+// (again for every resend) and results written straight into its output buffer: both must
+// stay alive, and the input unchanged, until the allreduce completes.
 #include <cstdint>
 #include <deque>
 #include <optional>
