@@ -387,6 +387,45 @@ TEST_F(SpineSwitch, ShardIndexBeyondTheJobsServersIsDropped) {
   EXPECT_EQ(sw.counters().malformed, 1u);
 }
 
+TEST_F(SpineSwitch, UnroutableResendLeavesTheAggregatorAlone) {
+  auto a = make_packet(rack_sum(0, {1, 2}));
+  sw.process(a);
+  PacketSpec r = rack_sum(1, {3, 4});
+  r.flags = flag::kResend;
+  r.ps_index = 7;
+  auto p = make_packet(r);
+  EXPECT_EQ(sw.process(p).action, Action::drop);
+  EXPECT_TRUE(sw.pool().state(5).valid);  // not flushed into a packet that goes nowhere
+}
+
+TEST(SwitchFanIn, HeaderDisagreeingWithTheInstalledFanInIsNotAggregated) {
+  SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::atp});
+  SwitchJob job{1, kWorkers, {kUp}, 4};
+  job.fan_in = 3;
+  sw.add_job(job);
+  PacketSpec s;  // claims rack_fan_in 2: it would complete a 3-worker rack early
+  auto p = make_packet(s);
+  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  EXPECT_FALSE(sw.pool().state(5).valid);
+  EXPECT_EQ(sw.job_counters(1)->fan_in_mismatch, 1u);
+  s.rack_fan_in = 3;
+  auto ok = make_packet(s);
+  EXPECT_EQ(sw.process(ok).action, Action::drop);  // absorbed: 1 of 3
+}
+
+TEST_F(RackSwitch, ResendNamingSeveralWorkersIsForwardedAsIs) {
+  auto a = make_packet(worker(0, {1}));
+  run(a);
+  PacketSpec r = worker(1, {5});
+  r.workers = 0b110;
+  r.rack_fan_in = 3;
+  r.flags = flag::kResend;
+  auto p = make_packet(r);
+  ASSERT_EQ(run(p).action, Action::unicast);
+  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{5}));
+  EXPECT_TRUE(agg().valid);
+}
+
 TEST(StaticPolicy, UsesOnlyTheJobsSlice) {
   SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::static_partition});
   sw.add_job({1, kWorkers, {kUp}, 4, /*first=*/8, /*count=*/2});
