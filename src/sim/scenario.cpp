@@ -17,10 +17,10 @@ std::string Scenario::command_line() const {
       "atp sim --racks {} --workers-per-rack {} --jobs {} --aggregators {} --window {} "
       "--values-per-packet {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
       "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} --policy {} "
-      "--parameter-servers {} --overflow-fraction {} --time-limit-s {} --seed {}{}",
+      "--parameter-servers {} --overflow-fraction {} --min-rto-us {} --time-limit-s {} --seed {}{}",
       racks, workers_per_rack, jobs, aggregators, window, values_per_packet, tensor_bytes,
       iterations, compute_us, link_gbps, delay_us, loss, reorder, duplicate, ecn_threshold,
-      policy, parameter_servers, overflow_fraction, time_limit_s, seed,
+      policy, parameter_servers, overflow_fraction, min_rto_us, time_limit_s, seed,
       layers.empty() ? "" : " --layers " + layers);
 }
 
@@ -59,7 +59,9 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   spec.core_link = link;
 
   // Timers scaled to the path: a few round trips of the slowest plausible queue.
-  spec.worker_defaults.min_rto = std::max<Duration>(200 * kMicrosecond, 20 * link.delay);
+  spec.worker_defaults.min_rto =
+      s.min_rto_us > 0 ? static_cast<Duration>(s.min_rto_us * kMicrosecond)
+                       : std::max<Duration>(200 * kMicrosecond, 20 * link.delay);
   spec.worker_defaults.initial_rto = 4 * spec.worker_defaults.min_rto;
   // Backoff stops at a data-center scale: waiting seconds after a burst of losses only idles.
   spec.worker_defaults.max_rto = 64 * spec.worker_defaults.min_rto;

@@ -31,6 +31,7 @@ struct Scenario {
   std::string policy = "atp";
   unsigned parameter_servers = 1;
   double overflow_fraction = 0;  // share of gradient values too large for int32
+  double min_rto_us = 0;  // 0: from the path (see to_cluster_spec)
   double time_limit_s = 60;
   std::uint64_t seed = 1;
 

@@ -13,6 +13,7 @@ class RttEstimator {
   // Timeout for a fragment sent `retransmits` times before: doubled per retransmission.
   Duration rto(unsigned retransmits = 0) const;
   Duration srtt() const { return srtt_; }
+  Duration rttvar() const { return rttvar_; }
   bool has_sample() const { return has_sample_; }
 
  private:

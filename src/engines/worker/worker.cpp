@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "proto/aggregator_index.h"
@@ -178,19 +179,26 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
   send_new(now, out);
 }
 
-// Results normally come back in about the order fragments left; a fragment that `threshold`
-// later ones overtook was probably lost. Resend it once, then leave it to its timer.
+// Results normally come back in about the order fragments left. A result for fragment `acked`
+// says g (still unanswered) is lost if
+//   - `threshold` later fragments overtook g's first transmission (duplicate-ACK style), or
+//   - g's latest transmission left a quarter round trip or more before `acked` did (RACK's
+//     time rule): answers are not that far out of order, and this also catches a lost resend
+//     long before its timer would. Comparing send times, not ages, keeps a stall that delayed
+//     every fragment alike (a slow worker of the job) from looking like loss.
 void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
   if (config_.reorder_threshold == 0) return;
   const auto threshold = static_cast<std::int32_t>(config_.reorder_threshold);
-  for (std::uint32_t u = base_; seq_distance(acked.seq, u) >= threshold; ++u) {
+  const Duration reorder_window =
+      rtt_.has_sample() ? std::max<Duration>(rtt_.srtt() / 4, 1) : std::numeric_limits<Duration>::max();
+  for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& g = slot(u);
-    if (!g.active || g.acked || g.fast_resent || g.last_sent > acked.last_sent) continue;
-    g.fast_resent = true;
+    if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
+    const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
+    if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
     g.resent = true;
     ++g.retransmits;
     ++stats_.fast_resends;
-    cwnd_.on_loss(u, next_seq_);
     transmit(now, g, true, out);
   }
 }
@@ -225,7 +233,6 @@ void Worker::on_timer(Time now, Outbox& out) {
     if (f.rto_deadline > now) continue;
     ++f.retransmits;
     f.resent = true;
-    f.fast_resent = false;  // a new transmission may be fast-resent once more
     ++stats_.timeouts;
     cwnd_.on_loss(u, next_seq_);
     transmit(now, f, true, out);

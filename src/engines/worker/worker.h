@@ -98,7 +98,6 @@ class Worker {
     bool active = false;
     bool acked = false;
     bool float_mode = false;
-    bool fast_resent = false;
     bool resent = false;  // sent more than once: its round trip is ambiguous (Karn)
     std::uint32_t seq = 0;
     Tensor* tensor = nullptr;

@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""Sweeps `atp sim` and draws the paper's claims in shape: average job throughput versus the
+number of jobs (three policies), versus loss, and versus the aggregator pool size.
+
+Usage: scripts/sim-plots.py [--atp build/bin/atp] [--out docs/figures] [--quick]
+Needs Debian's python3-matplotlib (scripts/setup.sh --plots installs it).
+Every point is one deterministic `atp sim --json` run; the commands go to <out>/sim-sweeps.json.
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.exit("sim-plots: needs python3-matplotlib (run: scripts/setup.sh --plots)")
+
+# A shared cluster: 2 racks, every job has 4 workers in each; jobs compute for about as long
+# as they communicate and start out of phase, as independent tenants do.
+BASE = {
+    "racks": 2, "workers-per-rack": 4, "window": 64, "values-per-packet": 256,
+    "tensor-bytes": 2 << 20, "iterations": 6, "compute-us": 1500,
+    "link-gbps": 100, "delay-us": 1, "aggregators": 256, "seed": 3,
+}
+
+
+def run(atp, **overrides):
+    args = dict(BASE, **overrides)
+    cmd = [atp, "sim", "--json"] + [x for k, v in args.items() for x in (f"--{k}", str(v))]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode not in (0, 1):
+        sys.exit(f"sim-plots: {' '.join(cmd)} failed:\n{out.stderr}")
+    report = json.loads(out.stdout)
+    jobs = report["jobs"]
+    return {
+        "command": " ".join(cmd[0:1] + cmd[1:]),
+        "params": args,
+        "exact": report["totals"]["exact"],
+        "mean_gbps": sum(j["throughput_gbps"] for j in jobs) / len(jobs),
+        "in_network": sum(j["fraction_in_network"] for j in jobs) / len(jobs),
+        "retransmissions": report["totals"]["retransmissions"],
+    }
+
+
+def sweep(atp, name, xs, key, policies, **fixed):
+    series = {}
+    for policy in policies:
+        series[policy] = [run(atp, policy=policy, **{key: x}, **fixed) for x in xs]
+        print(f"{name} {policy}: " + " ".join(f"{p['mean_gbps']:.1f}" for p in series[policy]),
+              flush=True)
+    return series
+
+
+def plot(series, xs, xlabel, title, path, logx=False):
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for policy, points in series.items():
+        ax.plot(xs, [p["mean_gbps"] for p in points], marker="o", label=policy)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("mean job throughput (Gbit/s)")
+    ax.set_title(title, fontsize=10)
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--atp", default="build/bin/atp")
+    parser.add_argument("--out", default="docs/figures")
+    parser.add_argument("--quick", action="store_true", help="fewer points (smoke run)")
+    args = parser.parse_args()
+    policies = ["atp", "static", "none"]
+
+    jobs = [1, 2, 4] if args.quick else [1, 2, 3, 4, 6, 8]
+    losses = [0, 0.01] if args.quick else [0, 0.001, 0.005, 0.01, 0.02, 0.05]
+    pools = [16, 256] if args.quick else [8, 16, 32, 64, 128, 256, 512, 1024]
+
+    results = {
+        "jobs": sweep(args.atp, "jobs", jobs, "jobs", policies),
+        "loss": sweep(args.atp, "loss", losses, "loss", ["atp", "none"], jobs=4),
+        "pool": sweep(args.atp, "pool", pools, "aggregators", policies, jobs=4),
+    }
+    plot(results["jobs"], jobs, "concurrent jobs", "Throughput vs jobs (pool 256)",
+         f"{args.out}/sim-jobs.png")
+    plot(results["loss"], losses, "loss probability per link", "Throughput vs loss (4 jobs)",
+         f"{args.out}/sim-loss.png")
+    plot(results["pool"], pools, "aggregators per switch", "Throughput vs pool (4 jobs)",
+         f"{args.out}/sim-pool.png", logx=True)
+    with open(f"{args.out}/sim-sweeps.json", "w") as f:
+        json.dump(results, f, indent=1)
+    inexact = [p["command"] for s in results.values() for ps in s.values() for p in ps
+               if not p["exact"]]
+    if inexact:
+        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
+    print(f"all {sum(len(ps) for s in results.values() for ps in s.values())} runs exact; "
+          f"figures in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
