@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
                  "their long names");
   atp::apps::add_demo_command(app);
   atp::apps::add_sim_command(app);
+  atp::apps::add_daemon_commands(app);
+  atp::apps::add_worker_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -97,17 +97,17 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
   const auto [spine_id, spine] = add_switch(proto::Level::spine);
   for (const auto& [id, node] : rack_switches) sim.connect(id, spine_id, spec.core_link);
 
+  // Every job has its own parameter servers, each on its own host behind the PS-rack switch.
   std::vector<std::pair<NodeId, PsNode*>> servers;
-  for (unsigned p = 0; p < spec.parameter_servers; ++p) {
+  auto add_server = [&] {
     auto node = std::make_unique<PsNode>();
     PsNode* raw = node.get();
     const NodeId id = sim.add_node(std::move(node));
     raw->set_id(id);
     servers.emplace_back(id, raw);
     sim.connect(id, spine_id, spec.host_link);
-  }
-  std::vector<NodeId> server_ids;
-  for (const auto& s : servers) server_ids.push_back(s.first);
+    return std::make_pair(id, raw);
+  };
 
   std::vector<std::unique_ptr<JobVerifier>> verifiers;
   std::vector<std::vector<TrainingWorkerNode*>> workers(spec.jobs.size());
@@ -130,6 +130,11 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
         job.scale > 0 ? job.scale : quant::choose_scale(job.gradients.magnitude, total);
     verifiers.push_back(
         std::make_unique<JobVerifier>(job.gradients, j, total, job.values_per_packet, scale));
+
+    std::vector<std::pair<NodeId, PsNode*>> job_servers;
+    for (unsigned p = 0; p < spec.parameter_servers; ++p) job_servers.push_back(add_server());
+    std::vector<NodeId> server_ids;
+    for (const auto& server : job_servers) server_ids.push_back(server.first);
 
     std::vector<NodeId> rack_switches_of_job;
     std::uint32_t rank = 0;
@@ -164,8 +169,8 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
     spine->pipeline().add_job(engines::SwitchJob{
         j, rack_switches_of_job, server_ids, job.window, j * slice, slice,
         static_cast<std::uint8_t>(used_racks.size())});
-    for (unsigned p = 0; p < servers.size(); ++p)
-      servers[p].second->ps().add_job(engines::PsJob{j, used_counts, job.window,
+    for (unsigned p = 0; p < job_servers.size(); ++p)
+      job_servers[p].second->ps().add_job(engines::PsJob{j, used_counts, job.window,
                                                      job.values_per_packet, spine_id,
                                                      static_cast<std::uint8_t>(p),
                                                      spec.pool_size});

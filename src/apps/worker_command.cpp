@@ -1,0 +1,118 @@
+// `atp worker`: one worker of a cluster file allreducing synthetic gradients over real UDP,
+// checking every result bit for bit against the exact sum it computes locally (every worker's
+// gradients are reproducible from the seed).
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+#include "apps/commands.h"
+#include <nlohmann/json.hpp>
+
+#include "libatp/communicator.h"
+#include "sim/gradients.h"
+
+namespace atp::apps {
+
+namespace {
+
+struct WorkerOptions {
+  std::string config, json_out, progress_file;
+  std::uint32_t job = 0, rank = 0, iterations = 3, tensors = 1;
+  std::size_t floats = 1 << 20;
+  std::uint64_t seed = 1;
+  bool verify = true, json = false;
+};
+
+void run_worker(const WorkerOptions& o) {
+  const auto cluster = control::ClusterConfig::load(o.config);
+  auto comm = Communicator::from_cluster(cluster, o.job, o.rank);
+  const engines::WorkerConfig& wc = comm->config();
+  const sim::GradientSource gradients{o.seed};
+  std::vector<std::vector<float>> input(o.tensors, std::vector<float>(o.floats));
+  std::vector<std::vector<float>> output(o.tensors, std::vector<float>(o.floats));
+  std::vector<float> expected(o.floats), scratch(o.floats);
+  sim::ExactSum exact(wc.values_per_packet, wc.scale, wc.job_workers);
+
+  std::uint64_t mismatches = 0;
+  double communication = 0;
+  std::string error;
+  for (std::uint32_t it = 0; it < o.iterations && error.empty(); ++it) {
+    for (std::uint32_t t = 0; t < o.tensors; ++t) gradients.fill(o.job, o.rank, it, t, input[t]);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      std::vector<std::future<void>> done;
+      for (std::uint32_t t = 0; t < o.tensors; ++t)
+        done.push_back(comm->allreduce_async(input[t], output[t]));
+      for (auto& d : done) d.get();
+    } catch (const std::exception& e) {
+      error = e.what();
+      break;
+    }
+    communication += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (o.verify) {
+      for (std::uint32_t t = 0; t < o.tensors; ++t) {
+        exact.reset(o.floats);
+        for (std::uint32_t w = 0; w < wc.job_workers; ++w) {
+          gradients.fill(o.job, w, it, t, scratch);
+          exact.add(scratch);
+        }
+        exact.finish(expected);
+        if (std::memcmp(expected.data(), output[t].data(), o.floats * 4) != 0) ++mismatches;
+      }
+    }
+    if (!o.progress_file.empty()) std::ofstream(o.progress_file) << it + 1 << "\n";
+  }
+  const auto stats = comm->stats();
+  const double bytes = 4.0 * o.floats * o.tensors * o.iterations;
+  const bool finished = error.empty();
+  const nlohmann::json report = {
+      {"job", o.job},
+      {"rank", o.rank},
+      {"finished", finished},
+      {"exact", finished && o.verify && mismatches == 0},
+      {"verified", o.verify},
+      {"mismatches", mismatches},
+      {"error", error},
+      {"iterations", o.iterations},
+      {"tensor_bytes", bytes},
+      {"communication_s", communication},
+      {"throughput_gbps", communication > 0 ? bytes * 8 / communication / 1e9 : 0.0},
+      {"fragments_sent", stats.fragments_sent},
+      {"retransmissions", stats.timeouts + stats.fast_resends},
+      {"timeouts", stats.timeouts},
+      {"fast_resends", stats.fast_resends},
+      {"float_fragments", stats.float_fragments},
+      {"ecn_marks", stats.ecn_marks}};
+  if (!o.json_out.empty()) std::ofstream(o.json_out) << report.dump() << "\n";
+  if (o.json)
+    std::cout << report.dump(2) << "\n";
+  else
+    std::cout << "job " << o.job << " rank " << o.rank << ": "
+              << (finished ? (mismatches == 0 ? "exact" : "NOT EXACT") : "FAILED: " + error)
+              << ", " << report["throughput_gbps"].get<double>() << " Gbit/s\n";
+  set_exit_code(finished && mismatches == 0 ? 0 : 1);
+}
+
+}  // namespace
+
+void add_worker_command(CLI::App& app) {
+  static WorkerOptions o;
+  auto* cmd = app.add_subcommand("worker", "Run one worker of a cluster file on real UDP");
+  cmd->add_option("--config", o.config, "Cluster file (TOML)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--job", o.job, "Job id")->required();
+  cmd->add_option("--rank", o.rank, "This worker's position in the job's workers list")->required();
+  cmd->add_option("--floats", o.floats, "Floats per tensor")->capture_default_str();
+  cmd->add_option("--tensors", o.tensors, "Tensors per iteration (in flight together)")
+      ->capture_default_str();
+  cmd->add_option("--iterations", o.iterations, "Iterations")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Gradient seed (all workers of a job must agree)")
+      ->capture_default_str();
+  cmd->add_flag("!--no-verify", o.verify, "Skip checking results against the exact sum");
+  cmd->add_option("--json-out", o.json_out, "Write the report as JSON to this file");
+  cmd->add_option("--progress-file", o.progress_file, "Write finished iterations here");
+  cmd->add_flag("--json", o.json, "Print the report as JSON");
+  cmd->callback([] { run_worker(o); });
+}
+
+}  // namespace atp::apps

@@ -1,0 +1,317 @@
+#include "control/cluster_config.h"
+
+#include <algorithm>
+#include <bit>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <toml++/toml.h>
+
+#include "quant/quantizer.h"
+
+namespace atp::control {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& origin, const std::string& what) {
+  throw std::invalid_argument(origin + ": " + what);
+}
+
+template <typename T>
+T number(const toml::table& t, const char* key, T fallback, const std::string& where) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return fallback;
+  if (auto v = n->value<std::int64_t>()) {
+    if (*v < 0) fail(where, std::string(key) + " must not be negative");
+    return static_cast<T>(*v);
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (auto v = n->value<double>()) return static_cast<T>(*v);
+  }
+  fail(where, std::string(key) + " must be a number");
+}
+
+std::string text(const toml::table& t, const char* key, const std::string& where,
+                 bool required = true) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) {
+    if (required) fail(where, std::string("missing ") + key);
+    return {};
+  }
+  auto v = n->value<std::string>();
+  if (!v) fail(where, std::string(key) + " must be a string");
+  return *v;
+}
+
+const toml::array* array(const toml::table& root, const char* key) {
+  const toml::node* n = root.get(key);
+  return n ? n->as_array() : nullptr;
+}
+
+}  // namespace
+
+ClusterConfig ClusterConfig::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot read the file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse(buffer.str(), path);
+}
+
+ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << e.description() << " (line " << e.source().begin.line << ")";
+    fail(origin, msg.str());
+  }
+  ClusterConfig c;
+  if (const auto* switches = array(root, "switch")) {
+    for (const auto& node : *switches) {
+      const auto* t = node.as_table();
+      if (!t) fail(origin, "[[switch]] entries must be tables");
+      SwitchSpec s;
+      s.name = text(*t, "name", origin + " [[switch]]");
+      const std::string where = origin + " switch '" + s.name + "'";
+      s.address = runtime::Endpoint::parse_or_throw(text(*t, "address", where), where + " address");
+      const auto level = number<int>(*t, "level", 1, where);
+      if (level != 1 && level != 2) fail(where, "level must be 1 or 2");
+      s.level = static_cast<proto::Level>(level);
+      s.aggregators = number<std::uint32_t>(*t, "aggregators", 1024, where);
+      s.values_per_aggregator = number<std::uint16_t>(*t, "values_per_aggregator", 256, where);
+      const std::string policy = text(*t, "policy", where, false);
+      if (!policy.empty() && !engines::parse_policy(policy, s.policy))
+        fail(where, "policy must be atp, static or none");
+      s.uplink = text(*t, "uplink", where, false);
+      c.switches_.push_back(s);
+    }
+  }
+  if (const auto* servers = array(root, "ps")) {
+    for (const auto& node : *servers) {
+      const auto* t = node.as_table();
+      if (!t) fail(origin, "[[ps]] entries must be tables");
+      ServerSpec s;
+      s.name = text(*t, "name", origin + " [[ps]]");
+      const std::string where = origin + " ps '" + s.name + "'";
+      s.address = runtime::Endpoint::parse_or_throw(text(*t, "address", where), where + " address");
+      c.servers_.push_back(s);
+    }
+  }
+  if (const auto* jobs = array(root, "job")) {
+    for (const auto& node : *jobs) {
+      const auto* t = node.as_table();
+      if (!t) fail(origin, "[[job]] entries must be tables");
+      JobConfig j;
+      j.id = number<std::uint32_t>(*t, "id", 0, origin + " [[job]]");
+      const std::string where = origin + " job " + std::to_string(j.id);
+      j.window = number<std::uint32_t>(*t, "window", 64, where);
+      j.values_per_packet = number<std::uint16_t>(*t, "values_per_packet", 256, where);
+      j.scale = number<float>(*t, "scale", 0.0f, where);
+      j.max_gradient = number<float>(*t, "max_gradient", 1.0f, where);
+      j.deadline = number<Duration>(*t, "deadline_ms", 30000, where) * kMillisecond;
+      if (const auto* servers = t->get_as<toml::array>("parameter_servers"))
+        for (const auto& s : *servers)
+          if (auto name = s.value<std::string>()) j.parameter_servers.push_back(*name);
+      const auto* workers = t->get_as<toml::array>("workers");
+      if (!workers) fail(where, "missing workers = [ { rack = ..., address = ... }, ... ]");
+      for (const auto& w : *workers) {
+        const auto* wt = w.as_table();
+        if (!wt) fail(where, "each worker must be { rack = ..., address = ... }");
+        WorkerSpec spec;
+        spec.rack = text(*wt, "rack", where + " worker");
+        spec.address = runtime::Endpoint::parse_or_throw(text(*wt, "address", where + " worker"),
+                                                        where + " worker address");
+        j.workers.push_back(spec);
+      }
+      c.jobs_.push_back(j);
+    }
+  }
+  c.validate(origin);
+  return c;
+}
+
+void ClusterConfig::validate(const std::string& origin) const {
+  std::map<std::string, int> names;
+  for (const auto& s : switches_) ++names[s.name];
+  for (const auto& s : servers_) ++names[s.name];
+  for (const auto& [name, count] : names)
+    if (count > 1) fail(origin, "name '" + name + "' is used more than once");
+  for (const auto& s : switches_) {
+    if (!s.uplink.empty() && switch_named(s.uplink).level != proto::Level::spine)
+      fail(origin, "switch '" + s.name + "': uplink '" + s.uplink + "' is not a level-2 switch");
+    if (s.level == proto::Level::spine && !s.uplink.empty())
+      fail(origin, "switch '" + s.name + "': a level-2 switch has no uplink");
+  }
+  std::map<std::uint32_t, int> ids;
+  for (const auto& j : jobs_) {
+    const std::string where = "job " + std::to_string(j.id);
+    if (++ids[j.id] > 1) fail(origin, where + " is defined twice");
+    if (j.window == 0 || !std::has_single_bit(j.window)) fail(origin, where + ": window must be a power of two");
+    if (j.values_per_packet == 0 || j.values_per_packet > proto::kMaxValues)
+      fail(origin, where + ": values_per_packet must be 1..1024");
+    if (j.workers.empty()) fail(origin, where + ": no workers");
+    if (j.parameter_servers.empty()) fail(origin, where + ": no parameter_servers");
+    for (const auto& p : j.parameter_servers) server_named(p);
+    for (const auto& w : j.workers)
+      if (switch_named(w.rack).level != proto::Level::rack)
+        fail(origin, where + ": worker rack '" + w.rack + "' is not a level-1 switch");
+    const Placement p = placement(j);
+    if (p.racks.size() > proto::kMaxFanIn) fail(origin, where + ": more than 32 racks");
+    for (auto n : p.workers_per_rack)
+      if (n > proto::kMaxFanIn) fail(origin, where + ": more than 32 workers in one rack");
+    if (p.racks.size() > 1 && spine_of(j) == nullptr)
+      fail(origin, where + ": workers in several racks need their rack switches to share a "
+                           "level-2 uplink");
+  }
+}
+
+const SwitchSpec& ClusterConfig::switch_named(const std::string& name) const {
+  for (const auto& s : switches_)
+    if (s.name == name) return s;
+  throw std::invalid_argument("no switch named '" + name + "'");
+}
+
+const ServerSpec& ClusterConfig::server_named(const std::string& name) const {
+  for (const auto& s : servers_)
+    if (s.name == name) return s;
+  throw std::invalid_argument("no parameter server named '" + name + "'");
+}
+
+const JobConfig& ClusterConfig::job(std::uint32_t id) const {
+  for (const auto& j : jobs_)
+    if (j.id == id) return j;
+  throw std::invalid_argument("no job " + std::to_string(id));
+}
+
+ClusterConfig::Placement ClusterConfig::placement(const JobConfig& job) const {
+  Placement p;
+  for (const auto& w : job.workers) {
+    auto it = std::find(p.racks.begin(), p.racks.end(), w.rack);
+    if (it == p.racks.end()) {
+      p.racks.push_back(w.rack);
+      p.workers_per_rack.push_back(0);
+      it = p.racks.end() - 1;
+    }
+    const auto rack = static_cast<std::uint8_t>(it - p.racks.begin());
+    p.rack_of.push_back(rack);
+    p.rank_in_rack.push_back(p.workers_per_rack[rack]++);
+  }
+  return p;
+}
+
+// The level-2 switch every rack of the job goes through, or null if they go to the PSs direct.
+const SwitchSpec* ClusterConfig::spine_of(const JobConfig& job) const {
+  const Placement p = placement(job);
+  const std::string& uplink = switch_named(p.racks[0]).uplink;
+  for (const auto& rack : p.racks)
+    if (switch_named(rack).uplink != uplink) return nullptr;
+  return uplink.empty() ? nullptr : &switch_named(uplink);
+}
+
+// Results leave the PS toward the switch that fans them out to the whole job.
+runtime::Endpoint ClusterConfig::results_via(const JobConfig& job) const {
+  if (const SwitchSpec* spine = spine_of(job)) return spine->address;
+  return switch_named(placement(job).racks[0]).address;
+}
+
+float ClusterConfig::scale_of(const JobConfig& job) const {
+  if (job.scale > 0) return job.scale;
+  return quant::choose_scale(job.max_gradient, static_cast<int>(job.workers.size()));
+}
+
+engines::SwitchConfig ClusterConfig::switch_config(const std::string& name) const {
+  const SwitchSpec& s = switch_named(name);
+  return {s.level, s.aggregators, s.values_per_aggregator, s.policy};
+}
+
+std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& name,
+                                                           runtime::AddressBook& book) const {
+  const SwitchSpec& me = switch_named(name);
+  std::vector<engines::SwitchJob> out;
+  for (const JobConfig& job : jobs_) {
+    const Placement p = placement(job);
+    engines::SwitchJob sj;
+    sj.job = job.id;
+    sj.window = job.window;
+    std::vector<NodeId> servers;
+    for (const auto& ps : job.parameter_servers) servers.push_back(book.id_of(server_named(ps).address));
+    if (me.level == proto::Level::rack) {
+      auto it = std::find(p.racks.begin(), p.racks.end(), name);
+      if (it == p.racks.end()) continue;
+      const auto rack = static_cast<std::size_t>(it - p.racks.begin());
+      for (std::size_t w = 0; w < job.workers.size(); ++w)
+        if (p.rack_of[w] == rack) sj.downstream.push_back(book.id_of(job.workers[w].address));
+      sj.upstream = me.uplink.empty() ? servers
+                                      : std::vector<NodeId>{book.id_of(switch_named(me.uplink).address)};
+      sj.fan_in = p.workers_per_rack[rack];
+    } else {
+      const SwitchSpec* spine = spine_of(job);
+      if (spine == nullptr || spine->name != name) continue;
+      for (const auto& rack : p.racks) sj.downstream.push_back(book.id_of(switch_named(rack).address));
+      sj.upstream = servers;
+      sj.fan_in = static_cast<std::uint8_t>(p.racks.size());
+    }
+    out.push_back(sj);
+  }
+  // Static policy: equal slices of the pool, in job order.
+  if (!out.empty()) {
+    const std::uint32_t slice = me.aggregators / static_cast<std::uint32_t>(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i].static_first = static_cast<std::uint32_t>(i) * slice;
+      out[i].static_count = slice;
+    }
+  }
+  return out;
+}
+
+std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
+                                                       runtime::AddressBook& book) const {
+  server_named(name);
+  std::vector<engines::PsJob> out;
+  for (const JobConfig& job : jobs_) {
+    auto it = std::find(job.parameter_servers.begin(), job.parameter_servers.end(), name);
+    if (it == job.parameter_servers.end()) continue;
+    const Placement p = placement(job);
+    engines::PsJob pj;
+    pj.job = job.id;
+    pj.workers_per_rack = p.workers_per_rack;
+    pj.window = job.window;
+    pj.values_per_packet = job.values_per_packet;
+    pj.downstream = book.id_of(results_via(job));
+    pj.ps_index = static_cast<std::uint8_t>(it - job.parameter_servers.begin());
+    std::uint32_t pool = 0;
+    for (const auto& rack : p.racks) pool = std::max(pool, switch_named(rack).aggregators);
+    pj.pool_size = pool;
+    out.push_back(pj);
+  }
+  return out;
+}
+
+engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t rank,
+                                                   runtime::AddressBook& book) const {
+  const JobConfig& job = this->job(id);
+  if (rank >= job.workers.size())
+    throw std::invalid_argument("job " + std::to_string(id) + " has " +
+                                std::to_string(job.workers.size()) + " workers; no rank " +
+                                std::to_string(rank));
+  const Placement p = placement(job);
+  engines::WorkerConfig c;
+  c.job = job.id;
+  c.rack = p.rack_of[rank];
+  c.rank_in_rack = p.rank_in_rack[rank];
+  c.rack_fan_in = p.workers_per_rack[c.rack];
+  c.job_fan_in = static_cast<std::uint8_t>(p.racks.size());
+  c.job_workers = static_cast<std::uint16_t>(job.workers.size());
+  c.values_per_packet = job.values_per_packet;
+  c.window = job.window;
+  c.scale = scale_of(job);
+  c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());
+  c.uplink = book.id_of(switch_named(job.workers[rank].rack).address);
+  c.deadline = job.deadline;
+  return c;
+}
+
+}  // namespace atp::control

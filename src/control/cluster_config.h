@@ -1,0 +1,91 @@
+#pragma once
+// The control plane's view of a cluster, read from one TOML file that every daemon and worker
+// shares: switches, parameter servers, and jobs with their workers. Everything an engine needs
+// (fan-ins, multicast groups, routes, static slices, shard indices) is derived here, so the
+// switch, the PS and the workers can never disagree about a job. docs/configuration.md has
+// the format; examples/ has one-rack and two-rack files.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engines/ps/parameter_server.h"
+#include "engines/switch/switch_pipeline.h"
+#include "engines/worker/worker.h"
+#include "runtime/endpoint.h"
+
+namespace atp::control {
+
+struct SwitchSpec {
+  std::string name;
+  runtime::Endpoint address;
+  proto::Level level = proto::Level::rack;
+  std::uint32_t aggregators = 1024;
+  std::uint16_t values_per_aggregator = 256;
+  engines::Policy policy = engines::Policy::atp;
+  std::string uplink;  // name of the level-2 switch; empty: straight to the PSs
+};
+
+struct ServerSpec {
+  std::string name;
+  runtime::Endpoint address;
+};
+
+struct WorkerSpec {
+  std::string rack;  // name of its level-1 switch
+  runtime::Endpoint address;
+};
+
+struct JobConfig {
+  std::uint32_t id = 0;
+  std::uint32_t window = 64;
+  std::uint16_t values_per_packet = 256;
+  float scale = 0;  // 0: from max_gradient
+  float max_gradient = 1.0f;
+  std::vector<std::string> parameter_servers;
+  std::vector<WorkerSpec> workers;  // job rank = position
+  Duration deadline = 30 * kSecond;
+};
+
+class ClusterConfig {
+ public:
+  // Throws std::invalid_argument with the file and the problem.
+  static ClusterConfig load(const std::string& path);
+  static ClusterConfig parse(const std::string& toml_text, const std::string& origin = "config");
+
+  const std::vector<SwitchSpec>& switches() const { return switches_; }
+  const std::vector<ServerSpec>& servers() const { return servers_; }
+  const std::vector<JobConfig>& jobs() const { return jobs_; }
+
+  const SwitchSpec& switch_named(const std::string& name) const;
+  const ServerSpec& server_named(const std::string& name) const;
+  const JobConfig& job(std::uint32_t id) const;
+
+  // What to install on switch `name`; NodeIds come from `book`.
+  engines::SwitchConfig switch_config(const std::string& name) const;
+  std::vector<engines::SwitchJob> switch_jobs(const std::string& name,
+                                              runtime::AddressBook& book) const;
+  // What to install on parameter server `name`.
+  std::vector<engines::PsJob> server_jobs(const std::string& name,
+                                          runtime::AddressBook& book) const;
+  // The engine configuration of worker `rank` of job `id`.
+  engines::WorkerConfig worker_config(std::uint32_t id, std::size_t rank,
+                                      runtime::AddressBook& book) const;
+
+ private:
+  struct Placement {  // a job's racks, derived from its workers
+    std::vector<std::string> racks;           // job rack index -> switch name
+    std::vector<std::uint8_t> workers_per_rack;
+    std::vector<std::uint8_t> rack_of, rank_in_rack;  // per job rank
+  };
+  Placement placement(const JobConfig& job) const;
+  void validate(const std::string& origin) const;
+  const SwitchSpec* spine_of(const JobConfig& job) const;
+  runtime::Endpoint results_via(const JobConfig& job) const;
+  float scale_of(const JobConfig& job) const;
+
+  std::vector<SwitchSpec> switches_;
+  std::vector<ServerSpec> servers_;
+  std::vector<JobConfig> jobs_;
+};
+
+}  // namespace atp::control

@@ -1,0 +1,51 @@
+#include "daemons/ps_daemon.h"
+
+namespace atp::daemons {
+
+PsDaemon::PsDaemon(const control::ClusterConfig& config, const std::string& name)
+    : name_(name), address_(config.server_named(name).address), socket_(address_) {
+  for (auto& job : config.server_jobs(name, book_)) {
+    jobs_.push_back(job.job);
+    ps_.add_job(std::move(job));
+  }
+}
+
+void PsDaemon::attach(runtime::EventLoop& loop) {
+  loop.watch(socket_.fd(), [this] { on_readable(); });
+}
+
+void PsDaemon::on_readable() {
+  while (socket_.receive(received_) > 0) {
+    const Time now = runtime::monotonic_now();
+    for (std::size_t i = 0; i < received_.size(); ++i) ps_.on_packet(now, received_.packet(i), outbox_);
+    for (auto& d : outbox_.packets()) to_send_.add(book_.endpoint(d.to), d.bytes);
+    outbox_.clear();
+    socket_.send(to_send_);
+  }
+}
+
+nlohmann::json PsDaemon::stats() const {
+  nlohmann::json jobs = nlohmann::json::object();
+  for (std::uint32_t id : jobs_) {
+    const auto* c = ps_.job_counters(id);
+    jobs[std::to_string(id)] = {{"contributions", c->contributions},
+                                {"duplicates", c->duplicates},
+                                {"completed", c->completed},
+                                {"completed_in_network", c->completed_in_network},
+                                {"float_fallbacks", c->float_fallbacks},
+                                {"late_results", c->late_results},
+                                {"stale", c->stale},
+                                {"collided", c->collided},
+                                {"remaps", c->remaps},
+                                {"rejected", c->rejected},
+                                {"entries_in_use", ps_.entries_in_use(id)}};
+  }
+  const auto& c = ps_.counters();
+  return {{"ps", name_},
+          {"malformed", c.malformed},
+          {"unknown_job", c.unknown_job},
+          {"misrouted", c.misrouted},
+          {"jobs", jobs}};
+}
+
+}  // namespace atp::daemons

@@ -1,0 +1,35 @@
+#pragma once
+// `atp ps`: the parameter server engine on a UDP socket, answering in batches.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "control/cluster_config.h"
+#include "engines/ps/parameter_server.h"
+#include "runtime/event_loop.h"
+#include "runtime/udp_socket.h"
+
+namespace atp::daemons {
+
+class PsDaemon {
+ public:
+  PsDaemon(const control::ClusterConfig& config, const std::string& name);
+
+  void attach(runtime::EventLoop& loop);
+  nlohmann::json stats() const;
+  const runtime::Endpoint& address() const { return address_; }
+
+ private:
+  void on_readable();
+
+  std::string name_;
+  runtime::Endpoint address_;
+  runtime::AddressBook book_;
+  engines::ParameterServer ps_;
+  std::vector<std::uint32_t> jobs_;
+  runtime::UdpSocket socket_;
+  runtime::ReceiveBatch received_{64, 65536};
+  runtime::SendBatch to_send_;
+  Outbox outbox_;
+};
+
+}  // namespace atp::daemons

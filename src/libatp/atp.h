@@ -1,0 +1,32 @@
+/* libatp's C API: one worker of one ATP job, for languages other than C++. */
+#ifndef ATP_H
+#define ATP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct atp_comm atp_comm;
+
+/* Opens worker `rank` of job `job` described in the cluster file at `config_path`.
+   Returns NULL on failure and writes the reason into `error` (up to `error_size` bytes). */
+atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, char* error,
+                        size_t error_size);
+
+/* Sums `count` floats of `input` over every worker of the job into `output` (which may be
+   `input`). Blocks. Returns 0, or -1 with the reason in atp_comm_error(). */
+int atp_allreduce(atp_comm* comm, const float* input, float* output, size_t count);
+
+/* The last error of this communicator ("" if none). Valid until the next call on it. */
+const char* atp_comm_error(const atp_comm* comm);
+
+void atp_comm_close(atp_comm* comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATP_H */

@@ -1,0 +1,117 @@
+#include "libatp/communicator.h"
+
+#include <stdexcept>
+
+namespace atp {
+
+Communicator::Communicator(engines::WorkerConfig config, runtime::Endpoint bind,
+                           runtime::AddressBook book)
+    : config_(config), book_(std::move(book)), socket_(bind), worker_(config) {
+  loop_.watch(socket_.fd(), [this] { on_readable(); });
+  timer_ = loop_.add_timer([this] { on_timer(); });
+  loop_.on_wake([this] { on_wake(); });
+  io_ = std::thread([this] { loop_.run(); });
+}
+
+Communicator::~Communicator() {
+  loop_.stop();
+  loop_.wake();
+  io_.join();
+  const std::string reason = "communicator closed before the allreduce finished";
+  for (auto& [id, p] : pending_) p.set_exception(std::make_exception_ptr(std::runtime_error(reason)));
+  for (auto& r : queue_) r.done.set_exception(std::make_exception_ptr(std::runtime_error(reason)));
+}
+
+std::unique_ptr<Communicator> Communicator::from_cluster(const control::ClusterConfig& cluster,
+                                                         std::uint32_t job, std::size_t rank) {
+  runtime::AddressBook book;
+  engines::WorkerConfig config = cluster.worker_config(job, rank, book);
+  return std::make_unique<Communicator>(config, cluster.job(job).workers[rank].address,
+                                        std::move(book));
+}
+
+std::unique_ptr<Communicator> Communicator::from_cluster_file(const std::string& path,
+                                                              std::uint32_t job,
+                                                              std::size_t rank) {
+  return from_cluster(control::ClusterConfig::load(path), job, rank);
+}
+
+void Communicator::allreduce(std::span<const float> input, std::span<float> output) {
+  allreduce_async(input, output).get();
+}
+
+std::future<void> Communicator::allreduce_async(std::span<const float> input,
+                                                std::span<float> output) {
+  if (input.size() != output.size())
+    throw std::invalid_argument("allreduce: input and output sizes differ");
+  Request r{input, output, {}};
+  std::future<void> done = r.done.get_future();
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(r));
+  }
+  loop_.wake();
+  return done;
+}
+
+engines::WorkerStats Communicator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Communicator::on_wake() {
+  std::deque<Request> requests;
+  {
+    std::lock_guard lock(mutex_);
+    requests.swap(queue_);
+  }
+  const Time now = runtime::monotonic_now();
+  for (auto& r : requests) {
+    try {
+      const std::uint32_t id = worker_.submit(now, r.input, r.output, outbox_);
+      pending_.emplace(id, std::move(r.done));
+    } catch (...) {
+      r.done.set_exception(std::current_exception());
+    }
+  }
+  after_engine();
+}
+
+void Communicator::on_readable() {
+  while (socket_.receive(received_) > 0) {
+    const Time now = runtime::monotonic_now();
+    for (std::size_t i = 0; i < received_.size(); ++i)
+      worker_.on_packet(now, received_.packet(i), outbox_);
+    after_engine();
+  }
+}
+
+void Communicator::on_timer() {
+  worker_.on_timer(runtime::monotonic_now(), outbox_);
+  after_engine();
+}
+
+void Communicator::after_engine() {
+  for (auto& d : outbox_.packets()) to_send_.add(book_.endpoint(d.to), d.bytes);
+  outbox_.clear();
+  socket_.send(to_send_);
+  for (std::uint32_t id : worker_.take_completed()) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    it->second.set_value();
+    pending_.erase(it);
+  }
+  if (worker_.failed()) {
+    for (auto& [id, p] : pending_)
+      p.set_exception(std::make_exception_ptr(std::runtime_error(worker_.error())));
+    pending_.clear();
+  }
+  if (auto t = worker_.next_timer())
+    loop_.arm(timer_, *t);
+  else
+    loop_.disarm(timer_);
+  std::lock_guard lock(mutex_);
+  stats_ = worker_.stats();
+}
+
+}  // namespace atp

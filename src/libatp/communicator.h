@@ -1,0 +1,78 @@
+#pragma once
+// libatp: what training code links. A Communicator is one worker of one job: it owns a UDP
+// socket and an I/O thread running the worker engine, and sums float tensors over the job.
+//
+//   auto comm = atp::Communicator::from_cluster_file("cluster.toml", job, rank);
+//   comm->allreduce(gradients, summed);                 // blocking
+//   auto done = comm->allreduce_async(grads, summed);   // std::future<void>; .get() rethrows
+//
+// Buffers passed to allreduce_async must stay alive (and the input unchanged) until it ends.
+// Input and output may be the same buffer: a fragment's input is reread (for resends) only
+// until its own result is written.
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "control/cluster_config.h"
+#include "engines/worker/worker.h"
+#include "runtime/event_loop.h"
+#include "runtime/udp_socket.h"
+
+namespace atp {
+
+class Communicator {
+ public:
+  // `bind` is this worker's address; NodeIds in `config` resolve through `book`.
+  Communicator(engines::WorkerConfig config, runtime::Endpoint bind, runtime::AddressBook book);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  static std::unique_ptr<Communicator> from_cluster(const control::ClusterConfig& cluster,
+                                                    std::uint32_t job, std::size_t rank);
+  static std::unique_ptr<Communicator> from_cluster_file(const std::string& path,
+                                                         std::uint32_t job, std::size_t rank);
+
+  // Sums `input` over every worker of the job into `output` (same size). Throws
+  // std::runtime_error if the job cannot finish (see WorkerConfig::deadline).
+  void allreduce(std::span<const float> input, std::span<float> output);
+  std::future<void> allreduce_async(std::span<const float> input, std::span<float> output);
+
+  engines::WorkerStats stats() const;
+  const engines::WorkerConfig& config() const { return config_; }
+
+ private:
+  struct Request {
+    std::span<const float> input;
+    std::span<float> output;
+    std::promise<void> done;
+  };
+  void on_wake();
+  void on_readable();
+  void on_timer();
+  void after_engine();  // send, complete, re-arm
+
+  engines::WorkerConfig config_;
+  runtime::AddressBook book_;
+  runtime::UdpSocket socket_;
+  runtime::EventLoop loop_;
+  int timer_ = -1;
+  engines::Worker worker_;  // touched only by the I/O thread
+  Outbox outbox_;
+  runtime::ReceiveBatch received_{64, 65536};
+  runtime::SendBatch to_send_;
+  std::map<std::uint32_t, std::promise<void>> pending_;
+
+  mutable std::mutex mutex_;  // guards queue_ and stats_
+  std::deque<Request> queue_;
+  engines::WorkerStats stats_;
+  std::thread io_;
+};
+
+}  // namespace atp
