@@ -7,7 +7,12 @@ packages=(
   cmake ninja-build g++ make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
+  python3 iproute2 iptables
 )
+# scripts/sim-plots.py draws with matplotlib: `scripts/setup.sh --plots` adds it.
+if [ "${1:-}" = "--plots" ]; then
+  packages+=(python3-matplotlib)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""Real processes over real UDP: `atp switch`, `atp ps` and `atp worker` on loopback and in
+network namespaces with injected loss. Run by ctest (ATP_BIN points at build/bin/atp)."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+ATP = os.environ.get("ATP_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin/atp"))
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cluster_toml(racks, jobs, workers_per_rack, host="127.0.0.1", worker_host=None,
+                 deadline_ms=20000, aggregators=64, ports=None):
+    """racks: number of rack switches (a spine is added when > 1). Returns (text, names)."""
+    port = ports or free_port
+    worker_host = worker_host or host
+    lines = []
+    spine = racks > 1
+    for r in range(racks):
+        lines += ["[[switch]]", f'name = "rack{r}"', f'address = "{host}:{port()}"', "level = 1",
+                  f"aggregators = {aggregators}"]
+        if spine:
+            lines.append('uplink = "spine"')
+    if spine:
+        lines += ["[[switch]]", 'name = "spine"', f'address = "{host}:{port()}"', "level = 2",
+                  f"aggregators = {aggregators}"]
+    for j in range(1, jobs + 1):
+        lines += ["[[ps]]", f'name = "ps{j}"', f'address = "{host}:{port()}"']
+    for j in range(1, jobs + 1):
+        lines += ["[[job]]", f"id = {j}", "window = 32", f"deadline_ms = {deadline_ms}",
+                  f'parameter_servers = ["ps{j}"]', "workers = ["]
+        for r in range(racks):
+            for _ in range(workers_per_rack):
+                lines.append(f'  {{ rack = "rack{r}", address = "{worker_host}:{port()}" }},')
+        lines.append("]")
+    switches = [f"rack{r}" for r in range(racks)] + (["spine"] if spine else [])
+    return "\n".join(lines) + "\n", switches
+
+
+class Cluster:
+    """Starts the daemons of a cluster file; workers are started by the tests."""
+
+    def __init__(self, directory, text, switches, jobs, prefix=()):
+        self.dir, self.prefix, self.switches, self.jobs = directory, list(prefix), switches, jobs
+        self.config = os.path.join(directory, "cluster.toml")
+        with open(self.config, "w") as f:
+            f.write(text)
+        self.daemons = {}
+        for name in switches:
+            self.start("switch", name)
+        for j in range(1, jobs + 1):
+            self.start("ps", f"ps{j}")
+        time.sleep(0.3)
+
+    def start(self, kind, name, ns_prefix=None):
+        cmd = (ns_prefix if ns_prefix is not None else self.prefix) + [
+            ATP, kind, "--config", self.config, "--name", name,
+            "--stats-json", os.path.join(self.dir, f"{name}.json"), "--log-level", "warn"]
+        self.daemons[name] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL)
+
+    def stop(self, name):
+        p = self.daemons.pop(name)
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=10)
+        with open(os.path.join(self.dir, f"{name}.json")) as f:
+            return json.load(f)
+
+    def kill(self, name):
+        p = self.daemons.pop(name)
+        p.kill()
+        p.wait()
+
+    def worker(self, job, rank, floats=200000, iterations=3, prefix=None):
+        out = os.path.join(self.dir, f"w{job}-{rank}.json")
+        cmd = (prefix if prefix is not None else self.prefix) + [
+            ATP, "worker", "--config", self.config, "--job", str(job), "--rank", str(rank),
+            "--floats", str(floats), "--iterations", str(iterations), "--seed", str(job),
+            "--json-out", out]
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), out
+
+    def close(self):
+        for name in list(self.daemons):
+            self.stop(name)
+
+
+def wait_all(workers, timeout):
+    reports = []
+    for proc, out in workers:
+        proc.wait(timeout=timeout)
+        with open(out) as f:
+            reports.append(json.load(f))
+    return reports
+
+
+class Loopback(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="atp-test-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run_cluster(self, racks, jobs, per_rack, **kw):
+        text, switches = cluster_toml(racks, jobs, per_rack, **kw)
+        return Cluster(self.dir, text, switches, jobs)
+
+    def test_several_jobs_at_once_are_exact(self):
+        c = self.run_cluster(1, 2, 3)
+        try:
+            workers = [c.worker(j, r) for j in (1, 2) for r in range(3)]
+            for r in wait_all(workers, 120):
+                self.assertTrue(r["exact"], r)
+        finally:
+            c.close()
+
+    def test_two_racks_through_the_spine_are_exact(self):
+        c = self.run_cluster(2, 1, 2)
+        try:
+            for r in wait_all([c.worker(1, r) for r in range(4)], 120):
+                self.assertTrue(r["exact"], r)
+            stats = c.stop("spine")
+            self.assertGreater(stats["jobs"]["1"]["completed"], 0)
+        finally:
+            c.close()
+
+    def test_malformed_packets_are_counted_and_ignored(self):
+        c = self.run_cluster(1, 1, 2)
+        try:
+            with open(c.config) as f:
+                text = f.read()
+            addresses = [line.split('"')[1] for line in text.splitlines() if line.startswith("address")]
+            junk = [b"", b"x", bytes(40), b"\x01" + bytes(39), bytes([1]) + bytes(100)]
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                for address in addresses:
+                    host, port = address.rsplit(":", 1)
+                    for j in junk:
+                        s.sendto(j, (host, int(port)))
+            time.sleep(0.3)
+            # The daemons still serve a job exactly after the junk.
+            for r in wait_all([c.worker(1, r, iterations=1) for r in range(2)], 60):
+                self.assertTrue(r["exact"], r)
+            sw, ps = c.stop("rack0"), c.stop("ps1")
+            self.assertGreaterEqual(sw["malformed"] + sw["unknown_job"], len(junk))
+            self.assertGreaterEqual(ps["malformed"] + ps["unknown_job"], len(junk))
+        finally:
+            c.close()
+
+    def test_switch_restart_mid_run_still_exact(self):
+        c = self.run_cluster(1, 1, 3)
+        try:
+            workers = [c.worker(1, r, floats=400000, iterations=20) for r in range(3)]
+            time.sleep(0.4)
+            self.assertTrue(all(w[0].poll() is None for w in workers), "finished too early")
+            c.kill("rack0")  # every aggregator's partial sum is lost
+            time.sleep(0.3)
+            c.start("switch", "rack0")
+            for r in wait_all(workers, 120):
+                self.assertTrue(r["exact"], r)
+        finally:
+            c.close()
+
+    def test_ps_restart_ends_exact_or_with_a_clear_error_in_time(self):
+        c = self.run_cluster(1, 1, 3, deadline_ms=3000)
+        try:
+            start = time.time()
+            workers = [c.worker(1, r, floats=400000, iterations=8) for r in range(3)]
+            time.sleep(0.4)
+            c.kill("ps1")  # results kept for late resends are lost
+            time.sleep(0.3)
+            c.start("ps", "ps1")
+            for r in wait_all(workers, 60):
+                self.assertEqual(r["mismatches"], 0, r)  # never a wrong result
+                if not r["finished"]:
+                    self.assertIn("no result", r["error"])
+            self.assertLess(time.time() - start, 40)
+        finally:
+            c.close()
+
+    def test_a_dead_worker_fails_the_others_clearly(self):
+        c = self.run_cluster(1, 1, 3, deadline_ms=2000)
+        try:
+            workers = [c.worker(1, r, floats=400000, iterations=50) for r in range(3)]
+            time.sleep(0.5)
+            workers[2][0].kill()
+            workers[2][0].wait()
+            for r in wait_all(workers[:2], 60):
+                self.assertFalse(r["finished"])
+                self.assertEqual(r["mismatches"], 0)
+                self.assertIn("no result", r["error"])
+        finally:
+            c.close()
+
+
+def netns_available():
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("iptables") is None:
+        return False
+    probe = subprocess.run(["ip", "netns", "add", "atp-probe"], capture_output=True)
+    if probe.returncode != 0:
+        return False
+    subprocess.run(["ip", "netns", "del", "atp-probe"], capture_output=True)
+    return True
+
+
+@unittest.skipUnless(netns_available(), "needs root, ip netns and iptables (skipped)")
+class NamespacesWithLoss(unittest.TestCase):
+    """Switch and PS in one namespace, workers in another, a veth between them that drops a
+    share of packets in both directions (iptables -m statistic)."""
+
+    NETS = ("atp-t-net", "atp-t-hosts")
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="atp-ns-")
+        self.cleanup()
+        sh = lambda *a: subprocess.run(a, check=True, capture_output=True)
+        for ns in self.NETS:
+            sh("ip", "netns", "add", ns)
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "link", "add", "atp-t0", "netns", self.NETS[0], "type", "veth", "peer", "name",
+           "atp-t1", "netns", self.NETS[1])
+        sh("ip", "-n", self.NETS[0], "addr", "add", "10.77.0.1/24", "dev", "atp-t0")
+        sh("ip", "-n", self.NETS[1], "addr", "add", "10.77.0.2/24", "dev", "atp-t1")
+        for ns, dev in zip(self.NETS, ("atp-t0", "atp-t1")):
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+
+    def tearDown(self):
+        self.cleanup()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def cleanup(self):
+        for ns in self.NETS:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    def drop(self, probability):
+        for chain in ("INPUT", "OUTPUT"):
+            subprocess.run(["ip", "netns", "exec", self.NETS[1], "iptables", "-A", chain, "-p", "udp",
+                            "-m", "statistic", "--mode", "random", "--probability",
+                            str(probability), "-j", "DROP"], check=True, capture_output=True)
+
+    def run_with_loss(self, probability):
+        self.drop(probability)
+        counter = iter(range(20000, 21000))
+        text, switches = cluster_toml(1, 1, 3, host="10.77.0.1", worker_host="10.77.0.2",
+                                      ports=lambda: next(counter))
+        c = Cluster(self.dir, text, switches, 1, prefix=["ip", "netns", "exec", self.NETS[0]])
+        try:
+            hosts = ["ip", "netns", "exec", self.NETS[1]]
+            workers = [c.worker(1, r, floats=200000, iterations=3, prefix=hosts) for r in range(3)]
+            for r in wait_all(workers, 240):
+                self.assertTrue(r["exact"], r)
+                self.assertGreater(r["retransmissions"], 0)
+        finally:
+            c.close()
+
+    def test_one_percent_loss_exact(self):
+        self.run_with_loss(0.01)
+
+    def test_five_percent_loss_exact(self):
+        self.run_with_loss(0.05)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
