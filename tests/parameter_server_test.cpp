@@ -83,12 +83,12 @@ TEST_F(ParameterServerTest, OneCompleteSumCountsAsInNetwork) {
 
 TEST_F(ParameterServerTest, OverlappingContributionIsDroppedWhole) {
   send(single(1, 0, {10}));
+  send(single(1, 2, {30}));
   PacketSpec flush = single(1, 0, {10 + 20});
-  flush.workers = 0b011;  // worker 0 again, plus worker 1
+  flush.workers = 0b011;  // worker 0 again, plus worker 1: overlaps, yet lacks worker 2
   send(flush);
   EXPECT_EQ(counters().duplicates, 1u);
   send(single(1, 1, {20}));
-  send(single(1, 2, {30}));
   send(rack_sum(0, {5}));
   auto results = sent();
   ASSERT_EQ(results.size(), 1u);
@@ -235,6 +235,31 @@ TEST(ParameterServerConfig, RejectsBadJobs) {
   EXPECT_THROW(ps.add_job({1, {0}, 4, 8, 0}), std::invalid_argument);
   EXPECT_THROW(ps.add_job({1, {2}, 6, 8, 0}), std::invalid_argument);
   EXPECT_THROW(ps.add_job({1, {2}, 4, 0, 0}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atp::engines
+
+namespace atp::engines {
+namespace {
+
+TEST_F(ParameterServerTest, ASumIncludingEverythingHeldReplacesIt) {
+  send(single(0, 0, {5}));       // worker 0 of rack 0 collided and came alone
+  send(rack_sum(0, {5 + 7}));    // then rack 0's whole sum, which includes it
+  EXPECT_EQ(counters().superseded, 1u);
+  EXPECT_EQ(counters().duplicates, 0u);
+  send(rack_sum(1, {100}));
+  auto results = sent();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(values_of(results[0])[0], 112);
+}
+
+TEST_F(ParameterServerTest, APartlyOverlappingSumIsStillDropped) {
+  send(single(0, 0, {5}));
+  send(single(1, 0, {1}));
+  send(rack_sum(0, {12}));  // includes rack 0 only, not rack 1's worker 0: not a superset
+  EXPECT_EQ(counters().duplicates, 1u);
+  EXPECT_EQ(counters().superseded, 0u);
 }
 
 }  // namespace

@@ -128,7 +128,7 @@ TEST_F(WorkerTest, TimeoutResendsWithTheResendFlagAndBacksOff) {
   auto resent = sent();
   ASSERT_EQ(resent.size(), 3u);
   for (auto& p : resent) EXPECT_TRUE(header_of(p).has(flag::kResend));
-  EXPECT_EQ(*w.next_timer(), first + 20 * kMillisecond);  // doubled
+  EXPECT_EQ(*w.next_timer(), first + 20 * kMillisecond);  // the timeout doubled
   EXPECT_EQ(w.stats().timeouts, 3u);
 }
 

@@ -30,6 +30,7 @@ nlohmann::json PsDaemon::stats() const {
     const auto* c = ps_.job_counters(id);
     jobs[std::to_string(id)] = {{"contributions", c->contributions},
                                 {"duplicates", c->duplicates},
+                                {"superseded", c->superseded},
                                 {"completed", c->completed},
                                 {"completed_in_network", c->completed_in_network},
                                 {"float_fallbacks", c->float_fallbacks},

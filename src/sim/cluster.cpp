@@ -39,6 +39,7 @@ void add(engines::PsJobCounters& a, const engines::PsJobCounters& b) {
   a.duplicates += b.duplicates;
   a.completed += b.completed;
   a.completed_in_network += b.completed_in_network;
+  a.superseded += b.superseded;
   a.float_fallbacks += b.float_fallbacks;
   a.float_requests += b.float_requests;
   a.late_results += b.late_results;

@@ -30,6 +30,12 @@ class ContributorSet {
       if ((racks_[r] & other.racks_[r]) != 0) return false;
     return true;
   }
+  // True if every worker of `other` is in this set too.
+  bool includes(const ContributorSet& other) const {
+    for (std::size_t r = 0; r < racks_.size(); ++r)
+      if ((other.racks_[r] & ~racks_[r]) != 0) return false;
+    return true;
+  }
   void add(const ContributorSet& other) {
     for (std::size_t r = 0; r < racks_.size(); ++r) racks_[r] |= other.racks_[r];
   }

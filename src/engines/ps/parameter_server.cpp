@@ -22,8 +22,8 @@ void ParameterServer::add_job(PsJob config) {
   for (auto w : config.workers_per_rack)
     if (w == 0 || w > proto::kMaxFanIn)
       throw std::invalid_argument(name + "each rack needs 1..32 workers");
-  if (config.window == 0 || !std::has_single_bit(config.window))
-    throw std::invalid_argument(name + "window must be a power of two");
+  if (config.window == 0 || !std::has_single_bit(config.window) || config.window > (1u << 20))
+    throw std::invalid_argument(name + "window must be a power of two up to 2^20");
   if (config.values_per_packet == 0 || config.values_per_packet > proto::kMaxValues)
     throw std::invalid_argument(name + "values_per_packet must be 1.." +
                                 std::to_string(proto::kMaxValues));
@@ -114,8 +114,18 @@ void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outb
     return;
   }
   if (!e->held.disjoint(who)) {
-    ++job.counters.duplicates;
-    return;
+    // Overlap is never added. But a sum that includes everything held (a rack sum arriving
+    // after one of its workers' collided fragments) replaces it whole: exact, and it saves
+    // the job a round of resends.
+    const bool strict_superset = who.includes(e->held) && !e->held.includes(who);
+    if (!strict_superset) {
+      ++job.counters.duplicates;
+      return;
+    }
+    std::fill(e->sum.begin(), e->sum.end(), 0);
+    e->held.clear();
+    e->parts = 0;
+    ++job.counters.superseded;
   }
   add_integers(*e, h, packet);
   e->held.add(who);
@@ -291,7 +301,7 @@ void ParameterServer::send_result(Job& job, Entry& e, std::span<const std::uint8
   auto packet = out.add(job.config.downstream, e.result.size());
   std::copy(e.result.begin(), e.result.end(), packet.begin());
   e.complete = true;
-  e.floats.clear();
+  std::vector<float>().swap(e.floats);  // float mode is rare: give the memory back
   ++job.counters.completed;
 }
 

@@ -36,6 +36,7 @@ struct PsConfig {
 struct PsJobCounters {
   std::uint64_t contributions = 0;  // accepted integer contributions
   std::uint64_t duplicates = 0;     // overlapped what was held: dropped whole
+  std::uint64_t superseded = 0;     // held sums replaced by a sum that includes them
   std::uint64_t completed = 0;
   std::uint64_t completed_in_network = 0;  // arrived as one sum already complete
   std::uint64_t float_fallbacks = 0;

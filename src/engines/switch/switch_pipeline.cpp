@@ -86,9 +86,9 @@ SwitchPipeline::SwitchPipeline(SwitchConfig config)
 }
 
 void SwitchPipeline::add_job(SwitchJob job) {
-  if (job.window == 0 || !std::has_single_bit(job.window))
+  if (job.window == 0 || !std::has_single_bit(job.window) || job.window > (1u << 20))
     throw std::invalid_argument("job " + std::to_string(job.job) +
-                                ": window must be a power of two");
+                                ": window must be a power of two up to 2^20");
   if (job.upstream.empty())
     throw std::invalid_argument("job " + std::to_string(job.job) + ": no upstream hop");
   if (std::uint64_t{job.static_first} + job.static_count > pool_.size())

@@ -21,10 +21,7 @@ void RttEstimator::sample(Duration rtt) {
   rto_ = std::clamp(srtt_ + 4 * rttvar_, min_rto_, max_rto_);
 }
 
-Duration RttEstimator::rto(unsigned retransmits) const {
-  Duration t = rto_;
-  for (unsigned i = 0; i < retransmits && t < max_rto_; ++i) t *= 2;
-  return std::min(t, max_rto_);
-}
+void RttEstimator::back_off() { rto_ = std::min(rto_ * 2, max_rto_); }
+
 
 }  // namespace atp::engines

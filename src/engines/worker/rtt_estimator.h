@@ -10,8 +10,12 @@ class RttEstimator {
   RttEstimator(Duration initial_rto, Duration min_rto, Duration max_rto);
 
   void sample(Duration rtt);
-  // Timeout for a fragment sent `retransmits` times before: doubled per retransmission.
-  Duration rto(unsigned retransmits = 0) const;
+  // A retransmission timeout fired: double the base timeout until the next clean sample
+  // (RFC 6298, 5.5). Without this, resent fragments give no samples and a timeout that is too
+  // short keeps firing for every new fragment.
+  void back_off();
+  // The current retransmission timeout (backed off after timeouts, see back_off()).
+  Duration rto() const { return rto_; }
   Duration srtt() const { return srtt_; }
   Duration rttvar() const { return rttvar_; }
   bool has_sample() const { return has_sample_; }

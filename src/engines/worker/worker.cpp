@@ -118,7 +118,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   }
   proto::encode(h, packet);
   f.last_sent = now;
-  f.rto_deadline = now + rtt_.rto(f.retransmits);
+  f.rto_deadline = now + rtt_.rto();
   const Time due = std::min(f.rto_deadline, f.first_sent + config_.deadline);
   if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
 }
@@ -190,7 +190,8 @@ void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
   if (config_.reorder_threshold == 0) return;
   const auto threshold = static_cast<std::int32_t>(config_.reorder_threshold);
   const Duration reorder_window =
-      rtt_.has_sample() ? std::max<Duration>(rtt_.srtt() / 4, 1) : std::numeric_limits<Duration>::max();
+      rtt_.has_sample() ? std::max<Duration>({rtt_.srtt() / 4, 2 * rtt_.rttvar(), 1})
+                        : std::numeric_limits<Duration>::max();
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& g = slot(u);
     if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
@@ -218,6 +219,7 @@ void Worker::advance_base() {
 void Worker::on_timer(Time now, Outbox& out) {
   if (failed()) return;
   earliest_timer_stale_ = true;
+  bool timed_out = false;
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& f = slot(u);
     if (!f.active || f.acked) continue;
@@ -231,6 +233,8 @@ void Worker::on_timer(Time now, Outbox& out) {
       return;
     }
     if (f.rto_deadline > now) continue;
+    if (!timed_out) rtt_.back_off();  // once per firing, before the resends use it
+    timed_out = true;
     ++f.retransmits;
     f.resent = true;
     ++stats_.timeouts;

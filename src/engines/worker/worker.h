@@ -32,8 +32,8 @@ struct WorkerConfig {
   float scale = 1 << 16;
   std::uint8_t parameter_servers = 1;
   NodeId uplink = 0;  // the rack switch
-  Duration initial_rto = 20 * kMillisecond;
-  Duration min_rto = 10 * kMillisecond;
+  Duration initial_rto = 100 * kMillisecond;
+  Duration min_rto = 50 * kMillisecond;
   Duration max_rto = 1 * kSecond;
   std::uint32_t reorder_threshold = 3;
   // A fragment without a result for this long fails the worker with a clear error.

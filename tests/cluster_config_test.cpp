@@ -1,0 +1,98 @@
+// The control plane derives every engine's view of a job from one cluster file.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "control/cluster_config.h"
+
+namespace atp::control {
+namespace {
+
+std::string example(const char* name) {
+  std::ifstream in(std::string(ATP_SOURCE_DIR) + "/examples/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(ClusterConfig, TwoRacksDeriveFanInsGroupsAndRoutes) {
+  const auto c = ClusterConfig::parse(example("two_racks.toml"));
+  runtime::AddressBook book;
+  const auto rack = c.switch_jobs("rackB", book);
+  ASSERT_EQ(rack.size(), 1u);
+  EXPECT_EQ(rack[0].fan_in, 2);
+  ASSERT_EQ(rack[0].downstream.size(), 2u);
+  EXPECT_EQ(book.endpoint(rack[0].downstream[0]).str(), "127.0.0.1:9203");
+  ASSERT_EQ(rack[0].upstream.size(), 1u);
+  EXPECT_EQ(book.endpoint(rack[0].upstream[0]).str(), "127.0.0.1:9110");
+
+  const auto spine = c.switch_jobs("spine", book);
+  ASSERT_EQ(spine.size(), 1u);
+  EXPECT_EQ(spine[0].fan_in, 2);
+  EXPECT_EQ(spine[0].upstream.size(), 2u);  // one per parameter server, by ps_index
+  EXPECT_EQ(book.endpoint(spine[0].upstream[1]).str(), "127.0.0.1:9301");
+
+  const auto ps = c.server_jobs("ps1", book);
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].ps_index, 1);
+  EXPECT_EQ(ps[0].workers_per_rack, (std::vector<std::uint8_t>{2, 2}));
+  EXPECT_EQ(book.endpoint(ps[0].downstream).str(), "127.0.0.1:9110");
+
+  const auto w = c.worker_config(7, 2, book);
+  EXPECT_EQ(w.rack, 1);
+  EXPECT_EQ(w.rank_in_rack, 0);
+  EXPECT_EQ(w.rack_fan_in, 2);
+  EXPECT_EQ(w.job_fan_in, 2);
+  EXPECT_EQ(w.job_workers, 4);
+  EXPECT_EQ(w.parameter_servers, 2);
+  EXPECT_EQ(book.endpoint(w.uplink).str(), "127.0.0.1:9101");
+}
+
+TEST(ClusterConfig, OneRackSendsResultsThroughTheRackSwitchAndSlicesThePool) {
+  const auto c = ClusterConfig::parse(example("one_rack.toml"));
+  runtime::AddressBook book;
+  const auto jobs = c.switch_jobs("rack0", book);
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[1].static_first, 512u);
+  EXPECT_EQ(jobs[1].static_count, 512u);
+  EXPECT_EQ(book.endpoint(jobs[0].upstream[0]).str(), "127.0.0.1:9301");
+  EXPECT_EQ(book.endpoint(c.server_jobs("ps2", book)[0].downstream).str(), "127.0.0.1:9100");
+  EXPECT_GT(c.worker_config(1, 0, book).scale, 1.0f);
+}
+
+void expect_rejected(const std::string& text, const std::string& words) {
+  try {
+    ClusterConfig::parse(text, "test.toml");
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+const char* kSwitch = "[[switch]]\nname = \"r\"\naddress = \"127.0.0.1:1\"\n";
+const char* kPs = "[[ps]]\nname = \"p\"\naddress = \"127.0.0.1:2\"\n";
+
+TEST(ClusterConfig, RejectsBadFilesWithTheReason) {
+  expect_rejected("[[switch]]\nname = 3", "test.toml");
+  expect_rejected("[[switch]]\nname = \"r\"\naddress = \"nowhere\"\n", "not an IPv4");
+  expect_rejected(std::string(kSwitch) + kPs +
+                      "[[job]]\nid = 1\nwindow = 3\nparameter_servers = [\"p\"]\n"
+                      "workers = [{ rack = \"r\", address = \"127.0.0.1:3\" }]\n",
+                  "power of two");
+  expect_rejected(std::string(kSwitch) + kPs +
+                      "[[job]]\nid = 1\nparameter_servers = [\"p\"]\n"
+                      "workers = [{ rack = \"x\", address = \"127.0.0.1:3\" }]\n",
+                  "no switch named 'x'");
+  expect_rejected(std::string(kSwitch) + kPs + "[[switch]]\nname = \"r2\"\naddress = \"127.0.0.1:4\"\n" +
+                      "[[job]]\nid = 1\nparameter_servers = [\"p\"]\nworkers = [\n"
+                      "{ rack = \"r\", address = \"127.0.0.1:3\" },\n"
+                      "{ rack = \"r2\", address = \"127.0.0.1:5\" }]\n",
+                  "level-2 uplink");
+  expect_rejected(std::string(kSwitch) + kSwitch, "more than once");
+  expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 1\nparameter_servers = [\"p\"]\n",
+                  "missing workers");
+}
+
+}  // namespace
+}  // namespace atp::control
