@@ -23,7 +23,7 @@ except ImportError:
 BASE = {
     "racks": 2, "workers-per-rack": 4, "window": 64, "values-per-packet": 256,
     "tensor-bytes": 2 << 20, "iterations": 6, "compute-us": 1500,
-    "link-gbps": 100, "delay-us": 1, "aggregators": 256, "seed": 3,
+    "link-gbps": 100, "delay-us": 1, "aggregators": 256, "seed": 3, "time-limit-s": 600,
 }
 
 
@@ -80,7 +80,7 @@ def main():
     policies = ["atp", "static", "none"]
 
     jobs = [1, 2, 4] if args.quick else [1, 2, 3, 4, 6, 8]
-    losses = [0, 0.01] if args.quick else [0, 0.001, 0.005, 0.01, 0.02, 0.05]
+    losses = [0, 0.01] if args.quick else [0, 0.0001, 0.001, 0.005, 0.01, 0.02]
     pools = [16, 256] if args.quick else [8, 16, 32, 64, 128, 256, 512, 1024]
 
     results = {
