@@ -3,18 +3,22 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
+#include <optional>
 #include <iostream>
 
 #include "apps/commands.h"
+#include "daemons/control_requests.h"
 #include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
+#include "runtime/local_servers.h"
 
 namespace atp::apps {
 
 namespace {
 
 struct DaemonOptions {
-  std::string config, name, stats_json, log_level = "info";
+  std::string config, name, stats_json, log_level = "info", control, metrics_address = "127.0.0.1";
+  int metrics_port = -1;
 };
 
 void add_common(CLI::App* cmd, DaemonOptions& o, const char* what) {
@@ -23,6 +27,12 @@ void add_common(CLI::App* cmd, DaemonOptions& o, const char* what) {
       ->required();
   cmd->add_option("--stats-json", o.stats_json, "Write per-job statistics here on exit");
   cmd->add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  cmd->add_option("--control", o.control,
+                  "Unix socket for `atp ctl` (default /tmp/atp-NAME.sock; 'off' disables)");
+  cmd->add_option("--metrics-port", o.metrics_port,
+                  "Serve Prometheus metrics over HTTP on this TCP port (0: any free port)");
+  cmd->add_option("--metrics-address", o.metrics_address, "Address for the metrics port")
       ->capture_default_str();
 }
 
@@ -34,7 +44,20 @@ void serve(const DaemonOptions& o, const char* kind) {
   runtime::EventLoop loop;
   loop.stop_on_signals();
   daemon.attach(loop);
-  spdlog::info("{} '{}' serving on {}", kind, o.name, daemon.address().str());
+  std::optional<runtime::ControlSocket> control;
+  const std::string control_path = o.control.empty() ? "/tmp/atp-" + o.name + ".sock" : o.control;
+  if (control_path != "off")
+    control.emplace(loop, control_path,
+                    [&daemon](const nlohmann::json& r) { return daemons::answer_control(daemon, r); });
+  std::optional<runtime::MetricsServer> metrics;
+  if (o.metrics_port >= 0) {
+    metrics.emplace(loop, o.metrics_address, static_cast<std::uint16_t>(o.metrics_port),
+                    [&] { return runtime::prometheus_text(kind, o.name, daemon.stats()); });
+    spdlog::info("{} '{}' metrics on http://{}:{}/metrics", kind, o.name, o.metrics_address,
+                 metrics->port());
+  }
+  spdlog::info("{} '{}' serving on {}{}", kind, o.name, daemon.address().str(),
+               control ? ", control socket " + control_path : "");
   loop.run();
   const nlohmann::json stats = daemon.stats();
   spdlog::info("{} '{}' stopping: {}", kind, o.name, stats.dump());

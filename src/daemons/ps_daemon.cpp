@@ -1,5 +1,7 @@
 #include "daemons/ps_daemon.h"
 
+#include <algorithm>
+
 namespace atp::daemons {
 
 PsDaemon::PsDaemon(const control::ClusterConfig& config, const std::string& name)
@@ -8,6 +10,22 @@ PsDaemon::PsDaemon(const control::ClusterConfig& config, const std::string& name
     jobs_.push_back(job.job);
     ps_.add_job(std::move(job));
   }
+}
+
+void PsDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
+  for (auto& j : cluster.server_jobs(name_, book_)) {
+    if (j.job != job) continue;
+    ps_.add_job(std::move(j));
+    if (std::find(jobs_.begin(), jobs_.end(), job) == jobs_.end()) jobs_.push_back(job);
+    return;
+  }
+  throw std::invalid_argument("job " + std::to_string(job) + " does not use parameter server '" +
+                              name_ + "'");
+}
+
+bool PsDaemon::remove_job(std::uint32_t job) {
+  std::erase(jobs_, job);
+  return ps_.remove_job(job);
 }
 
 void PsDaemon::attach(runtime::EventLoop& loop) {

@@ -17,6 +17,12 @@ class PsDaemon {
   void attach(runtime::EventLoop& loop);
   nlohmann::json stats() const;
   const runtime::Endpoint& address() const { return address_; }
+  const std::string& name() const { return name_; }
+
+  // Control plane, no restart needed (see control_requests.h).
+  std::vector<std::uint32_t> job_ids() const { return jobs_; }
+  void admit(const control::ClusterConfig& cluster, std::uint32_t job);
+  bool remove_job(std::uint32_t job);
 
  private:
   void on_readable();

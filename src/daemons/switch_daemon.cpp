@@ -8,6 +8,12 @@ SwitchDaemon::SwitchDaemon(const control::ClusterConfig& config, const std::stri
   for (auto& job : config.switch_jobs(name, book_)) pipeline_.add_job(std::move(job));
 }
 
+void SwitchDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
+  for (auto& j : cluster.switch_jobs(name_, book_))
+    if (j.job == job) return pipeline_.add_job(std::move(j));
+  throw std::invalid_argument("job " + std::to_string(job) + " does not use switch '" + name_ + "'");
+}
+
 void SwitchDaemon::attach(runtime::EventLoop& loop) {
   loop.watch(socket_.fd(), [this] { on_readable(); });
 }

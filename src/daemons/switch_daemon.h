@@ -19,6 +19,12 @@ class SwitchDaemon {
   void attach(runtime::EventLoop& loop);
   nlohmann::json stats() const;
   const runtime::Endpoint& address() const { return address_; }
+  const std::string& name() const { return name_; }
+
+  // Control plane, no restart needed (see control_requests.h).
+  std::vector<std::uint32_t> job_ids() const { return pipeline_.jobs(); }
+  void admit(const control::ClusterConfig& cluster, std::uint32_t job);
+  bool remove_job(std::uint32_t job) { return pipeline_.remove_job(job); }
 
  private:
   void on_readable();

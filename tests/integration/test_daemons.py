@@ -202,6 +202,45 @@ class Loopback(unittest.TestCase):
             c.close()
 
 
+class ControlPlane(unittest.TestCase):
+    def test_ctl_lists_removes_and_admits_jobs_and_metrics_are_served(self):
+        directory = tempfile.mkdtemp(prefix="atp-ctl-")
+        try:
+            text, _ = cluster_toml(1, 2, 2)
+            config = os.path.join(directory, "cluster.toml")
+            with open(config, "w") as f:
+                f.write(text)
+            sock = os.path.join(directory, "rack0.sock")
+            metrics_port = free_port()  # a UDP probe; the TCP port is almost surely free too
+            switch = subprocess.Popen([ATP, "switch", "--config", config, "--name", "rack0",
+                                       "--control", sock, "--metrics-port", str(metrics_port),
+                                       "--log-level", "warn"])
+            try:
+                for _ in range(50):
+                    if os.path.exists(sock):
+                        break
+                    time.sleep(0.05)
+                ctl = lambda *a: json.loads(subprocess.run(
+                    [ATP, "ctl", "--socket", sock, *a], capture_output=True, text=True).stdout)
+                self.assertEqual(sorted(ctl("list")["jobs"]), [1, 2])
+                self.assertTrue(ctl("remove", "--job", "2")["ok"])
+                self.assertEqual(ctl("list")["jobs"], [1])
+                self.assertFalse(ctl("remove", "--job", "9")["ok"])
+                self.assertTrue(ctl("admit", "--config", config, "--job", "2")["ok"])
+                self.assertEqual(sorted(ctl("list")["jobs"]), [1, 2])
+                self.assertIn("packets", ctl("stats")["stats"])
+                import urllib.request
+                body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                              timeout=5).read().decode()
+                self.assertIn('atp_switch_packets{switch="rack0"}', body)
+                self.assertIn('atp_switch_job_aggregated{switch="rack0",job="1"}', body)
+            finally:
+                switch.send_signal(signal.SIGTERM)
+                switch.wait(timeout=10)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 def netns_available():
     if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("iptables") is None:
         return False

@@ -1,0 +1,32 @@
+#pragma once
+// What `atp ctl` can ask a running daemon, answered the same way by the switch and the PS:
+//   {"cmd":"list"}                              -> {"ok":true,"jobs":[...]}
+//   {"cmd":"stats"}                             -> {"ok":true,"stats":{...}}
+//   {"cmd":"admit","config":PATH,"job":ID}      -> installs job ID as that cluster file derives it
+//   {"cmd":"remove","job":ID}                   -> removes it (a switch frees its aggregators)
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "control/cluster_config.h"
+
+namespace atp::daemons {
+
+template <typename Daemon>
+nlohmann::json answer_control(Daemon& daemon, const nlohmann::json& request) {
+  const std::string cmd = request.value("cmd", "");
+  if (cmd == "list") return {{"ok", true}, {"jobs", daemon.job_ids()}};
+  if (cmd == "stats") return {{"ok", true}, {"stats", daemon.stats()}};
+  if (cmd == "remove") {
+    const auto job = request.at("job").get<std::uint32_t>();
+    if (daemon.remove_job(job)) return {{"ok", true}};
+    return {{"ok", false}, {"error", "no job " + std::to_string(job)}};
+  }
+  if (cmd == "admit") {
+    daemon.admit(control::ClusterConfig::load(request.at("config").get<std::string>()),
+                 request.at("job").get<std::uint32_t>());
+    return {{"ok", true}};
+  }
+  return {{"ok", false}, {"error", "unknown command '" + cmd + "' (list, stats, admit, remove)"}};
+}
+
+}  // namespace atp::daemons
