@@ -192,7 +192,10 @@ void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
   const Duration reorder_window =
       rtt_.has_sample() ? std::max<Duration>({rtt_.srtt() / 4, 2 * rtt_.rttvar(), 1})
                         : std::numeric_limits<Duration>::max();
-  for (std::uint32_t u = base_; u != next_seq_; ++u) {
+  // A later fragment left no earlier than `acked` unless `acked` was resent, so only then can
+  // one qualify; otherwise the scan stops at `acked` and in-order results scan nothing.
+  const std::uint32_t end = acked.resent ? next_seq_ : acked.seq;
+  for (std::uint32_t u = base_; u != end; ++u) {
     Fragment& g = slot(u);
     if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
