@@ -21,7 +21,7 @@ def free_port():
 
 
 def cluster_toml(racks, jobs, workers_per_rack, host="127.0.0.1", worker_host=None,
-                 deadline_ms=20000, aggregators=64, ports=None):
+                 deadline_ms=20000, aggregators=64, ports=None, servers_per_job=1):
     """racks: number of rack switches (a spine is added when > 1). Returns (text, names)."""
     port = ports or free_port
     worker_host = worker_host or host
@@ -35,17 +35,22 @@ def cluster_toml(racks, jobs, workers_per_rack, host="127.0.0.1", worker_host=No
     if spine:
         lines += ["[[switch]]", 'name = "spine"', f'address = "{host}:{port()}"', "level = 2",
                   f"aggregators = {aggregators}"]
+    servers = {j: [f"ps{j}"] + [f"ps{j}-{k}" for k in range(1, servers_per_job)]
+               for j in range(1, jobs + 1)}
     for j in range(1, jobs + 1):
-        lines += ["[[ps]]", f'name = "ps{j}"', f'address = "{host}:{port()}"']
+        for name in servers[j]:
+            lines += ["[[ps]]", f'name = "{name}"', f'address = "{host}:{port()}"']
     for j in range(1, jobs + 1):
         lines += ["[[job]]", f"id = {j}", "window = 32", f"deadline_ms = {deadline_ms}",
-                  f'parameter_servers = ["ps{j}"]', "workers = ["]
+                  "parameter_servers = [" + ", ".join(f'"{n}"' for n in servers[j]) + "]",
+                  "workers = ["]
         for r in range(racks):
             for _ in range(workers_per_rack):
                 lines.append(f'  {{ rack = "rack{r}", address = "{worker_host}:{port()}" }},')
         lines.append("]")
     switches = [f"rack{r}" for r in range(racks)] + (["spine"] if spine else [])
-    return "\n".join(lines) + "\n", switches
+    extra = [n for j in servers for n in servers[j][1:]]
+    return "\n".join(lines) + "\n", switches + extra
 
 
 class Cluster:
@@ -58,7 +63,7 @@ class Cluster:
             f.write(text)
         self.daemons = {}
         for name in switches:
-            self.start("switch", name)
+            self.start("ps" if name.startswith("ps") else "switch", name)
         for j in range(1, jobs + 1):
             self.start("ps", f"ps{j}")
         time.sleep(0.3)
@@ -124,13 +129,15 @@ class Loopback(unittest.TestCase):
         finally:
             c.close()
 
-    def test_two_racks_through_the_spine_are_exact(self):
-        c = self.run_cluster(2, 1, 2)
+    def test_two_racks_through_the_spine_and_two_sharded_servers_are_exact(self):
+        c = self.run_cluster(2, 1, 2, servers_per_job=2)
         try:
             for r in wait_all([c.worker(1, r) for r in range(4)], 120):
                 self.assertTrue(r["exact"], r)
             stats = c.stop("spine")
             self.assertGreater(stats["jobs"]["1"]["completed"], 0)
+            for server in ("ps1", "ps1-1"):  # both shards did part of the work
+                self.assertGreater(c.stop(server)["jobs"]["1"]["completed"], 0)
         finally:
             c.close()
 
@@ -184,6 +191,25 @@ class Loopback(unittest.TestCase):
                 if not r["finished"]:
                     self.assertIn("no result", r["error"])
             self.assertLess(time.time() - start, 40)
+        finally:
+            c.close()
+
+    def test_a_restarted_worker_cannot_rejoin_and_everyone_fails_clearly(self):
+        c = self.run_cluster(1, 1, 3, deadline_ms=2000)
+        try:
+            workers = [c.worker(1, r, floats=400000, iterations=50) for r in range(3)]
+            time.sleep(0.5)
+            workers[2][0].kill()
+            workers[2][0].wait()
+            # A restarted worker starts again at the job's first fragment, which its peers
+            # finished long ago: nobody may get a wrong sum, everyone ends with an error.
+            workers[2] = c.worker(1, 2, floats=400000, iterations=50)
+            start = time.time()
+            for r in wait_all(workers, 60):
+                self.assertEqual(r["mismatches"], 0, r)
+                self.assertFalse(r["finished"], r)
+                self.assertIn("no result", r["error"])
+            self.assertLess(time.time() - start, 30)
         finally:
             c.close()
 
