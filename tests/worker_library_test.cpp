@@ -1,0 +1,135 @@
+// libatp end to end in one process: a switch and a PS daemon on loopback sockets, and workers
+// calling the C++ Communicator and the C API from their own threads.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "daemons/ps_daemon.h"
+#include "daemons/switch_daemon.h"
+#include "libatp/atp.h"
+#include "libatp/communicator.h"
+#include "sim/gradients.h"
+
+extern "C" int atp_test_c_allreduce(const char* config, uint32_t job, uint32_t rank,
+                                    const float* in, float* out, size_t n, char* error,
+                                    size_t error_size);
+
+namespace atp {
+namespace {
+
+std::uint16_t free_port() {
+  runtime::UdpSocket probe(*runtime::Endpoint::parse("127.0.0.1:0"));
+  return probe.local().port;
+}
+
+class WorkerLibrary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = std::filesystem::temp_directory_path() / ("atp-lib-" + std::to_string(::getpid()) + ".toml");
+    std::ofstream(path_) << "[[switch]]\nname = \"rack0\"\naddress = \"127.0.0.1:" << free_port()
+                         << "\"\naggregators = 64\n[[ps]]\nname = \"ps\"\naddress = \"127.0.0.1:"
+                         << free_port() << "\"\n[[job]]\nid = 5\nwindow = 16\ndeadline_ms = 5000\n"
+                         << "parameter_servers = [\"ps\"]\nworkers = [\n"
+                         << "{ rack = \"rack0\", address = \"127.0.0.1:" << free_port() << "\" },\n"
+                         << "{ rack = \"rack0\", address = \"127.0.0.1:" << free_port() << "\" }]\n";
+    cluster_ = std::make_unique<control::ClusterConfig>(control::ClusterConfig::load(path_));
+    switch_ = std::make_unique<daemons::SwitchDaemon>(*cluster_, "rack0");
+    ps_ = std::make_unique<daemons::PsDaemon>(*cluster_, "ps");
+    switch_->attach(loop_);
+    ps_->attach(loop_);
+    loop_.on_wake([] {});
+    network_ = std::thread([this] { loop_.run(); });
+  }
+  void TearDown() override {
+    loop_.stop();
+    loop_.wake();
+    network_.join();
+    std::filesystem::remove(path_);
+  }
+  std::vector<float> gradients(std::uint32_t rank, std::size_t n) {
+    std::vector<float> v(n);
+    sim::GradientSource{9}.fill(5, rank, 0, 0, v);
+    return v;
+  }
+  std::vector<float> exact(std::size_t n) {
+    runtime::AddressBook book;
+    const auto config = cluster_->worker_config(5, 0, book);
+    sim::ExactSum sum(config.values_per_packet, config.scale, 2);
+    sum.reset(n);
+    sum.add(gradients(0, n));
+    sum.add(gradients(1, n));
+    std::vector<float> out(n);
+    sum.finish(out);
+    return out;
+  }
+
+  std::filesystem::path path_;
+  std::unique_ptr<control::ClusterConfig> cluster_;
+  runtime::EventLoop loop_;
+  std::unique_ptr<daemons::SwitchDaemon> switch_;
+  std::unique_ptr<daemons::PsDaemon> ps_;
+  std::thread network_;
+};
+
+TEST_F(WorkerLibrary, CppCommunicatorsSumExactlyBlockingAndAsync) {
+  const std::size_t n = 100'000;
+  std::vector<std::vector<float>> out(2, std::vector<float>(n)), in = {gradients(0, n), gradients(1, n)};
+  std::vector<std::thread> workers;
+  for (std::uint32_t rank = 0; rank < 2; ++rank)
+    workers.emplace_back([&, rank] {
+      auto comm = Communicator::from_cluster(*cluster_, 5, rank);
+      comm->allreduce(in[rank], out[rank]);
+      // Several tensors in flight, and in place.
+      std::vector<float> a = in[rank], b = in[rank];
+      auto fa = comm->allreduce_async(a, a);
+      auto fb = comm->allreduce_async(b, b);
+      fa.get();
+      fb.get();
+      EXPECT_EQ(0, std::memcmp(a.data(), out[rank].data(), n * 4));
+      EXPECT_EQ(0, std::memcmp(b.data(), out[rank].data(), n * 4));
+    });
+  for (auto& w : workers) w.join();
+  const auto expected = exact(n);
+  for (const auto& o : out) EXPECT_EQ(0, std::memcmp(o.data(), expected.data(), n * 4));
+}
+
+TEST_F(WorkerLibrary, CApiSumsExactlyAndReportsErrors) {
+  const std::size_t n = 5'000;
+  std::vector<std::vector<float>> out(2, std::vector<float>(n)), in = {gradients(0, n), gradients(1, n)};
+  std::vector<std::thread> workers;
+  int rc[2] = {-2, -2};
+  char error[2][256] = {};
+  for (std::uint32_t rank = 0; rank < 2; ++rank)
+    workers.emplace_back([&, rank] {
+      rc[rank] = atp_test_c_allreduce(path_.c_str(), 5, rank, in[rank].data(), out[rank].data(),
+                                      n, error[rank], sizeof error[rank]);
+    });
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(rc[0], 0) << error[0];
+  EXPECT_EQ(rc[1], 0) << error[1];
+  const auto expected = exact(n);
+  EXPECT_EQ(0, std::memcmp(out[0].data(), expected.data(), n * 4));
+
+  char message[256] = {};
+  EXPECT_EQ(nullptr, atp_comm_open("/nonexistent/cluster.toml", 5, 0, message, sizeof message));
+  EXPECT_NE(std::string(message).find("cannot read"), std::string::npos) << message;
+  EXPECT_EQ(nullptr, atp_comm_open(path_.c_str(), 5, 7, message, sizeof message));
+  EXPECT_NE(std::string(message).find("no rank 7"), std::string::npos) << message;
+}
+
+TEST_F(WorkerLibrary, AWorkerAloneFailsWithTheReasonAtTheDeadline) {
+  auto comm = Communicator::from_cluster(*cluster_, 5, 0);  // its peer never comes
+  std::vector<float> in(1000, 1.0f), out(1000);
+  try {
+    comm->allreduce(in, out);
+    FAIL() << "completed without its peer";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no result"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace atp
