@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 
-.PHONY: setup configure build demo test bench clean
+.PHONY: setup configure build demo test bench sanitize clean
 
 setup:
 	@./scripts/setup.sh
@@ -22,6 +22,12 @@ test: build
 
 bench: build
 	@$(BUILD_DIR)/bin/quant_bench
+
+# Every test again under AddressSanitizer + UndefinedBehaviorSanitizer (a separate build).
+sanitize: setup
+	@cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_SANITIZE=ON >/dev/null
+	@cmake --build build-sanitize -j $(JOBS)
+	@cd build-sanitize && ATP_PROPERTY_SEEDS=40 ctest --output-on-failure -j $(JOBS)
 
 clean:
 	@rm -rf $(BUILD_DIR)

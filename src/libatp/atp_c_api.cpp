@@ -26,9 +26,9 @@ atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, ch
                         size_t error_size) {
   try {
     if (config_path == nullptr) throw std::invalid_argument("config_path is NULL");
-    auto* c = new atp_comm;
+    auto c = std::make_unique<atp_comm>();
     c->comm = atp::Communicator::from_cluster_file(config_path, job, rank);
-    return c;
+    return c.release();
   } catch (const std::exception& e) {
     copy_error(e.what(), error, error_size);
     return nullptr;
