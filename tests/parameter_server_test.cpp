@@ -264,3 +264,28 @@ TEST_F(ParameterServerTest, APartlyOverlappingSumIsStillDropped) {
 
 }  // namespace
 }  // namespace atp::engines
+
+namespace atp::engines {
+namespace {
+
+TEST(ParameterServerIsolation, DropsWrongTokensAndStrangers) {
+  ParameterServer ps;
+  ps.add_job({1, {1}, 4, 8, /*downstream=*/50, 0, 16, /*token=*/77});
+  Outbox out;
+  PacketSpec s;
+  s.level = proto::Level::parameter_server;
+  s.rack_fan_in = 1;
+  s.values = {3};
+  auto p = make_packet(s);  // token 0
+  ps.on_packet(0, p, out, 50);
+  proto::store_be32(p.data() + 40, 77);
+  ps.on_packet(0, p, out, 51);  // right token, wrong sender
+  EXPECT_EQ(ps.job_counters(1)->forged, 2u);
+  EXPECT_TRUE(out.empty());
+  ps.on_packet(0, p, out, 50);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(header_of(out.packets()[0].bytes).token, 77u);  // results carry it too
+}
+
+}  // namespace
+}  // namespace atp::engines

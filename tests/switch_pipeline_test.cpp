@@ -26,7 +26,7 @@ class RackSwitch : public ::testing::Test {
   }
   // Runs one packet through; returns the verdict, rewrites `p` in place.
   Forwarding run(std::vector<std::uint8_t>& p, bool congested = false) {
-    return sw.process(p, congested);
+    return sw.process(p, std::nullopt, congested);
   }
   PacketSpec worker(std::uint8_t rank, std::vector<std::int32_t> values) {
     PacketSpec s;
@@ -462,6 +462,62 @@ TEST(SwitchConfigTest, RejectsBadJobs) {
   EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 4, 10, 10}), std::invalid_argument);
   EXPECT_THROW(SwitchPipeline({proto::Level::parameter_server, 16, 8, Policy::atp}),
                std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace atp::engines
+
+namespace atp::engines {
+namespace {
+
+// Tenant isolation: job 1's packets must carry its token and come from its own members.
+class IsolatedSwitch : public ::testing::Test {
+ protected:
+  IsolatedSwitch() : sw({proto::Level::rack, 16, 8, Policy::atp}) {
+    SwitchJob job{1, kWorkers, {kUp}, 4};
+    job.token = 0xC0FFEE;
+    sw.add_job(job);
+  }
+  PacketSpec fragment(std::uint8_t rank, std::uint32_t token = 0xC0FFEE) {
+    PacketSpec s;
+    s.workers = 1u << rank;
+    s.values = {1};
+    auto p = make_packet(s);
+    proto::store_be32(p.data() + 40, token);
+    packet = p;
+    return s;
+  }
+  Forwarding send(NodeId from) { return sw.process(packet, from); }
+  SwitchPipeline sw;
+  std::vector<std::uint8_t> packet;
+};
+
+TEST_F(IsolatedSwitch, WrongTokenIsDroppedBeforeTouchingAnything) {
+  fragment(0, 0xBAD);
+  EXPECT_EQ(send(kWorkers[0]).action, Action::drop);
+  EXPECT_FALSE(sw.pool().state(5).valid);
+  EXPECT_EQ(sw.job_counters(1)->forged, 1u);
+}
+
+TEST_F(IsolatedSwitch, FragmentsOnlyFromTheJobsWorkersResultsOnlyFromUpstream) {
+  fragment(0);
+  EXPECT_EQ(send(/*a stranger*/ kUnknownNode).action, Action::drop);
+  EXPECT_EQ(send(kUp).action, Action::drop);  // upstream may not send fragments
+  EXPECT_FALSE(sw.pool().state(5).valid);
+  EXPECT_EQ(send(kWorkers[0]).action, Action::drop);  // absorbed: a genuine claim
+  EXPECT_TRUE(sw.pool().state(5).valid);
+
+  PacketSpec r;
+  r.flags = flag::kResult;
+  r.workers = 0;
+  auto result = make_packet(r);
+  proto::store_be32(result.data() + 40, 0xC0FFEE);
+  auto forged_result = result;
+  EXPECT_EQ(sw.process(forged_result, kWorkers[1]).action, Action::drop);  // a worker posing as PS
+  EXPECT_TRUE(sw.pool().state(5).valid);  // not freed by the forgery
+  EXPECT_EQ(sw.job_counters(1)->forged, 3u);
+  EXPECT_EQ(sw.process(result, kUp).action, Action::multicast);
+  EXPECT_FALSE(sw.pool().state(5).valid);
 }
 
 }  // namespace

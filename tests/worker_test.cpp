@@ -297,3 +297,32 @@ TEST(WorkerConfigTest, RejectsImpossibleConfigurations) {
 
 }  // namespace
 }  // namespace atp::engines
+
+namespace atp::engines {
+namespace {
+
+TEST(WorkerIsolation, IgnoresResultsWithAWrongTokenOrFromStrangers) {
+  WorkerConfig c = small_config();
+  c.token = 5;
+  Worker w(c);
+  Outbox out;
+  std::vector<float> in(4, 1.0f), res(4);
+  w.submit(0, in, res, out);
+  ASSERT_EQ(header_of(out.packets()[0].bytes).token, 5u);
+  PacketSpec r;
+  r.job = 3;
+  r.flags = flag::kResult;
+  r.workers = 0;
+  r.values.assign(4, 256);
+  auto p = make_packet(r);
+  w.on_packet(1, p, out, kSwitch);  // token 0
+  proto::store_be32(p.data() + 40, 5);
+  w.on_packet(2, p, out, kUnknownNode);
+  EXPECT_EQ(w.stats().forged, 2u);
+  EXPECT_EQ(w.stats().results, 0u);
+  w.on_packet(3, p, out, kSwitch);
+  EXPECT_EQ(w.stats().results, 1u);
+}
+
+}  // namespace
+}  // namespace atp::engines

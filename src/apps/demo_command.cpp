@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "apps/commands.h"
@@ -66,7 +67,8 @@ std::string write_cluster(const DemoOptions& o, const fs::path& dir) {
   for (unsigned j = 1; j <= o.jobs; ++j)
     toml += fmt::format("[[ps]]\nname = \"ps{}\"\naddress = \"127.0.0.1:{}\"\n\n", j, free_port());
   for (unsigned j = 1; j <= o.jobs; ++j) {
-    toml += fmt::format("[[job]]\nid = {}\nwindow = 64\nparameter_servers = [\"ps{}\"]\nworkers = [\n", j, j);
+    toml += fmt::format("[[job]]\nid = {}\nwindow = 64\ntoken = {}\nparameter_servers = [\"ps{}\"]\nworkers = [\n",
+                        j, std::random_device{}(), j);
     for (unsigned w = 0; w < o.workers; ++w)
       toml += fmt::format("  {{ rack = \"rack0\", address = \"127.0.0.1:{}\" }},\n", free_port());
     toml += "]\n\n";

@@ -112,6 +112,9 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
       j.scale = number<float>(*t, "scale", 0.0f, where);
       j.max_gradient = number<float>(*t, "max_gradient", 1.0f, where);
       j.deadline = number<Duration>(*t, "deadline_ms", 30000, where) * kMillisecond;
+      const auto token = number<std::uint64_t>(*t, "token", 0, where);
+      if (token > 0xFFFFFFFFu) fail(where, "token must fit 32 bits");
+      j.token = static_cast<std::uint32_t>(token);
       if (const auto* servers = t->get_as<toml::array>("parameter_servers"))
         for (const auto& s : *servers)
           if (auto name = s.value<std::string>()) j.parameter_servers.push_back(*name);
@@ -235,6 +238,7 @@ std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& na
     const Placement p = placement(job);
     engines::SwitchJob sj;
     sj.job = job.id;
+    sj.token = job.token;
     sj.window = job.window;
     std::vector<NodeId> servers;
     for (const auto& ps : job.parameter_servers) servers.push_back(book.id_of(server_named(ps).address));
@@ -285,6 +289,7 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
     std::uint32_t pool = 0;
     for (const auto& rack : p.racks) pool = std::max(pool, switch_named(rack).aggregators);
     pj.pool_size = pool;
+    pj.token = job.token;
     out.push_back(pj);
   }
   return out;
@@ -311,6 +316,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());
   c.uplink = book.id_of(switch_named(job.workers[rank].rack).address);
   c.deadline = job.deadline;
+  c.token = job.token;
   return c;
 }
 

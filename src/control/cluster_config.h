@@ -44,6 +44,7 @@ struct JobConfig {
   std::vector<std::string> parameter_servers;
   std::vector<WorkerSpec> workers;  // job rank = position
   Duration deadline = 30 * kSecond;
+  std::uint32_t token = 0;  // the job's secret; every packet carries it
 };
 
 class ClusterConfig {

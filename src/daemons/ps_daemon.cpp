@@ -35,7 +35,9 @@ void PsDaemon::attach(runtime::EventLoop& loop) {
 void PsDaemon::on_readable() {
   while (socket_.receive(received_) > 0) {
     const Time now = runtime::monotonic_now();
-    for (std::size_t i = 0; i < received_.size(); ++i) ps_.on_packet(now, received_.packet(i), outbox_);
+    for (std::size_t i = 0; i < received_.size(); ++i)
+      ps_.on_packet(now, received_.packet(i), outbox_,
+                    book_.find(received_.from(i)).value_or(kUnknownNode));
     for (auto& d : outbox_.packets()) to_send_.add(book_.endpoint(d.to), d.bytes);
     outbox_.clear();
     socket_.send(to_send_);
@@ -57,6 +59,7 @@ nlohmann::json PsDaemon::stats() const {
                                 {"collided", c->collided},
                                 {"remaps", c->remaps},
                                 {"rejected", c->rejected},
+                                {"forged", c->forged},
                                 {"entries_in_use", ps_.entries_in_use(id)}};
   }
   const auto& c = ps_.counters();

@@ -22,7 +22,8 @@ void SwitchDaemon::on_readable() {
   while (socket_.receive(received_) > 0) {
     for (std::size_t i = 0; i < received_.size(); ++i) {
       auto packet = received_.packet(i);
-      const engines::Forwarding f = pipeline_.process(packet);
+      const NodeId from = book_.find(received_.from(i)).value_or(kUnknownNode);
+      const engines::Forwarding f = pipeline_.process(packet, from);
       switch (f.action) {
         case engines::Forwarding::Action::drop: break;
         case engines::Forwarding::Action::unicast:
@@ -49,7 +50,8 @@ nlohmann::json SwitchDaemon::stats() const {
                                 {"results_sent", c->results_sent},
                                 {"duplicates", c->duplicates},
                                 {"stale_reclaimed", c->stale_reclaimed},
-                                {"fan_in_mismatch", c->fan_in_mismatch}};
+                                {"fan_in_mismatch", c->fan_in_mismatch},
+                                {"forged", c->forged}};
   }
   const auto& c = pipeline_.counters();
   return {{"switch", name_},

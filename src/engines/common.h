@@ -20,6 +20,8 @@ inline constexpr Duration kSecond = 1'000'000'000;
 
 // An endpoint as the engines see it; the caller maps it to an address.
 using NodeId = std::uint32_t;
+// A sender the caller could not map to any node (a stranger): never allowed to speak for a job.
+inline constexpr NodeId kUnknownNode = ~NodeId{0};
 
 struct Datagram {
   NodeId to = 0;

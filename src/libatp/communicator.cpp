@@ -81,7 +81,8 @@ void Communicator::on_readable() {
   while (socket_.receive(received_) > 0) {
     const Time now = runtime::monotonic_now();
     for (std::size_t i = 0; i < received_.size(); ++i)
-      worker_.on_packet(now, received_.packet(i), outbox_);
+      worker_.on_packet(now, received_.packet(i), outbox_,
+                        book_.find(received_.from(i)).value_or(kUnknownNode));
     after_engine();
   }
 }

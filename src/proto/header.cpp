@@ -24,8 +24,9 @@ constexpr std::size_t reserved8 = 31;
 constexpr std::size_t value_count = 32;
 constexpr std::size_t reserved16 = 34;
 constexpr std::size_t remap_index = 36;
+constexpr std::size_t token = 40;
 }  // namespace offset
-static_assert(offset::remap_index + 4 == kHeaderBytes);
+static_assert(offset::token + 4 == kHeaderBytes);
 
 std::string_view to_string(DecodeError e) {
   switch (e) {
@@ -102,6 +103,7 @@ DecodeError decode(std::span<const std::uint8_t> packet, Header& h) {
   h.job_fan_in = p[offset::job_fan_in];
   h.rack = p[offset::rack];
   h.remap_index = load_be32(p + offset::remap_index);
+  h.token = load_be32(p + offset::token);
 
   if (auto e = validate_flags(h); e != DecodeError::ok) return e;
   if (!h.is_downward() && h.value_count == 0) return DecodeError::bad_length;
@@ -123,6 +125,7 @@ void encode(const Header& h, std::span<std::uint8_t> out) {
   store_be16(p + offset::value_count, h.value_count);
   store_be16(p + offset::reserved16, 0);
   store_be32(p + offset::remap_index, h.remap_index);
+  store_be32(p + offset::token, h.token);
   encode_flags_and_bitmaps(h, out);
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// The ATP header: a fixed 40-byte block at the start of every UDP payload, followed by
+// The ATP header: a fixed 44-byte block at the start of every UDP payload, followed by
 // `value_count` 32-bit values (int32, or float32 when the overflow flag is set), big-endian.
 // docs/protocol.md has the byte layout and the meaning of every field.
 #include <cstddef>
@@ -10,7 +10,7 @@
 namespace atp::proto {
 
 inline constexpr std::uint8_t kVersion = 1;
-inline constexpr std::size_t kHeaderBytes = 40;
+inline constexpr std::size_t kHeaderBytes = 44;
 inline constexpr std::size_t kValueBytes = 4;
 // Software switches take K up to this; the Tofino profile uses K = 64.
 inline constexpr std::uint16_t kMaxValues = 1024;
@@ -53,6 +53,8 @@ struct Header {
   std::uint8_t rack = 0;
   std::uint16_t value_count = 0;
   std::uint32_t remap_index = 0;
+  // The job's secret: switches, PSs and workers drop packets of the job that carry another.
+  std::uint32_t token = 0;
 
   bool has(std::uint8_t f) const { return (flags & f) != 0; }
   void set(std::uint8_t f, bool on = true) { flags = on ? (flags | f) : (flags & ~f); }

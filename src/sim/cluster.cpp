@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "quant/quantizer.h"
+#include "sim/rng.h"
 
 namespace atp::sim {
 
@@ -20,6 +21,7 @@ void add(engines::WorkerStats& a, const engines::WorkerStats& b) {
   a.ecn_marks += b.ecn_marks;
   a.remaps += b.remaps;
   a.malformed += b.malformed;
+  a.forged += b.forged;
 }
 
 void add(engines::SwitchJobCounters& a, const engines::SwitchJobCounters& b) {
@@ -32,6 +34,7 @@ void add(engines::SwitchJobCounters& a, const engines::SwitchJobCounters& b) {
   a.duplicates += b.duplicates;
   a.stale_reclaimed += b.stale_reclaimed;
   a.fan_in_mismatch += b.fan_in_mismatch;
+  a.forged += b.forged;
 }
 
 void add(engines::PsJobCounters& a, const engines::PsJobCounters& b) {
@@ -47,6 +50,7 @@ void add(engines::PsJobCounters& a, const engines::PsJobCounters& b) {
   a.collided += b.collided;
   a.remaps += b.remaps;
   a.rejected += b.rejected;
+  a.forged += b.forged;
 }
 
 void validate(const ClusterSpec& spec) {
@@ -129,6 +133,8 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
     }
     const float scale =
         job.scale > 0 ? job.scale : quant::choose_scale(job.gradients.magnitude, total);
+    std::uint64_t token_seed = spec.seed ^ (std::uint64_t{j} << 32);
+    const auto token = static_cast<std::uint32_t>(splitmix64(token_seed));
     verifiers.push_back(
         std::make_unique<JobVerifier>(job.gradients, j, total, job.values_per_packet, scale));
 
@@ -156,6 +162,7 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
         c.scale = scale;
         c.parameter_servers = spec.parameter_servers;
         c.uplink = switch_id;
+        c.token = token;
         auto node = std::make_unique<TrainingWorkerNode>(c, job.plan, rank++, *verifiers.back());
         TrainingWorkerNode* raw = node.get();
         const NodeId id = sim.add_node(std::move(node));
@@ -165,16 +172,16 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
         all_workers.emplace_back(id, raw);
       }
       rack_switch->pipeline().add_job(engines::SwitchJob{
-          j, members, {spine_id}, job.window, j * slice, slice, used_counts[jr]});
+          j, members, {spine_id}, job.window, j * slice, slice, used_counts[jr], token});
     }
     spine->pipeline().add_job(engines::SwitchJob{
         j, rack_switches_of_job, server_ids, job.window, j * slice, slice,
-        static_cast<std::uint8_t>(used_racks.size())});
+        static_cast<std::uint8_t>(used_racks.size()), token});
     for (unsigned p = 0; p < job_servers.size(); ++p)
       job_servers[p].second->ps().add_job(engines::PsJob{j, used_counts, job.window,
                                                      job.values_per_packet, spine_id,
                                                      static_cast<std::uint8_t>(p),
-                                                     spec.pool_size});
+                                                     spec.pool_size, token});
   }
 
   for (auto& [id, node] : all_workers) node->start(sim, id);

@@ -4,8 +4,8 @@
 
 namespace atp::sim {
 
-void SwitchNode::receive(Simulator& sim, NodeId, std::span<std::uint8_t> bytes) {
-  const engines::Forwarding f = pipeline_.process(bytes);
+void SwitchNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {
+  const engines::Forwarding f = pipeline_.process(bytes, from);
   switch (f.action) {
     case engines::Forwarding::Action::drop: return;
     case engines::Forwarding::Action::unicast: sim.send(id_, f.to, bytes); return;
@@ -15,8 +15,8 @@ void SwitchNode::receive(Simulator& sim, NodeId, std::span<std::uint8_t> bytes) 
   }
 }
 
-void PsNode::receive(Simulator& sim, NodeId, std::span<std::uint8_t> bytes) {
-  ps_.on_packet(sim.now(), bytes, outbox_);
+void PsNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {
+  ps_.on_packet(sim.now(), bytes, outbox_, from);
   for (auto& d : outbox_.packets()) sim.send(id_, d.to, d.bytes);
   outbox_.clear();
 }
@@ -92,8 +92,8 @@ void TrainingWorkerNode::collect(Simulator& sim) {
   compute_done_ = sim.now() + plan_.compute;
 }
 
-void TrainingWorkerNode::receive(Simulator& sim, NodeId, std::span<std::uint8_t> bytes) {
-  worker_.on_packet(sim.now(), bytes, outbox_);
+void TrainingWorkerNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {
+  worker_.on_packet(sim.now(), bytes, outbox_, from);
   collect(sim);
   flush(sim);
 }

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -21,7 +22,7 @@ def free_port():
 
 
 def cluster_toml(racks, jobs, workers_per_rack, host="127.0.0.1", worker_host=None,
-                 deadline_ms=20000, aggregators=64, ports=None, servers_per_job=1):
+                 deadline_ms=20000, aggregators=64, ports=None, servers_per_job=1, token=0):
     """racks: number of rack switches (a spine is added when > 1). Returns (text, names)."""
     port = ports or free_port
     worker_host = worker_host or host
@@ -42,6 +43,7 @@ def cluster_toml(racks, jobs, workers_per_rack, host="127.0.0.1", worker_host=No
             lines += ["[[ps]]", f'name = "{name}"', f'address = "{host}:{port()}"']
     for j in range(1, jobs + 1):
         lines += ["[[job]]", f"id = {j}", "window = 32", f"deadline_ms = {deadline_ms}",
+                  f"token = {token}",
                   "parameter_servers = [" + ", ".join(f'"{n}"' for n in servers[j]) + "]",
                   "workers = ["]
         for r in range(racks):
@@ -160,6 +162,41 @@ class Loopback(unittest.TestCase):
             sw, ps = c.stop("rack0"), c.stop("ps1")
             self.assertGreaterEqual(sw["malformed"] + sw["unknown_job"], len(junk))
             self.assertGreaterEqual(ps["malformed"] + ps["unknown_job"], len(junk))
+        finally:
+            c.close()
+
+    def test_forgeries_touch_no_running_job(self):
+        # A rogue process knows job 1's id, shape and even its token, but is not one of its
+        # members; it also guesses tokens. Its fragments, resends and results must neither free
+        # nor pollute job 1's aggregators, and must show in the counters.
+        c = self.run_cluster(1, 1, 3, token=424242)
+        try:
+            with open(c.config) as f:
+                addresses = [l.split('"')[1] for l in f.read().splitlines() if l.startswith("address")]
+            switch, ps = addresses[0], addresses[1]
+            workers = [c.worker(1, r, floats=400000, iterations=10) for r in range(3)]
+            sent = 0
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rogue:
+                deadline = time.time() + 1.0
+                seq = 0
+                while time.time() < deadline:
+                    for token in (424242, 1):
+                        for flags in (0x00, 0x02, 0x01):  # fragment, resend, result
+                            bitmap = 0 if flags == 0x01 else 1
+                            header = struct.pack(">BBBBIIIIIIBBBBHHII", 1, flags, 1, 0, 1, 0, seq,
+                                                 seq, bitmap, 0, 3, 1, 0, 0, 64, 0, 0, token)
+                            packet = header + struct.pack(">64i", *([1 << 20] * 64))
+                            for target in (switch, ps):
+                                host, port = target.rsplit(":", 1)
+                                rogue.sendto(packet, (host, int(port)))
+                                sent += 1
+                    seq = (seq + 1) % 32
+                    time.sleep(0.001)
+            for r in wait_all(workers, 120):
+                self.assertTrue(r["exact"], r)
+            sw, server = c.stop("rack0"), c.stop("ps1")
+            self.assertGreaterEqual(sw["jobs"]["1"]["forged"], sent // 2)
+            self.assertGreaterEqual(server["jobs"]["1"]["forged"] + server["malformed"], sent // 4)
         finally:
             c.close()
 

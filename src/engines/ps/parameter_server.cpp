@@ -56,7 +56,8 @@ std::size_t ParameterServer::entries_in_use(std::uint32_t job) const {
                        [](const Entry& e) { return e.used; });
 }
 
-void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outbox& out) {
+void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outbox& out,
+                                std::optional<NodeId> from) {
   proto::Header h;
   if (proto::decode(packet, h) != proto::DecodeError::ok || h.is_downward()) {
     ++counters_.malformed;
@@ -68,6 +69,10 @@ void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outb
     return;
   }
   Job& job = it->second;
+  if (h.token != job.config.token || (from && *from != job.config.downstream)) {
+    ++job.counters.forged;
+    return;
+  }
   if (h.ps_index != job.config.ps_index) {
     ++counters_.misrouted;
     return;
@@ -260,6 +265,7 @@ proto::Header ParameterServer::downward_header(const Job& job, const Entry& e) c
   h.next_level = proto::Level::parameter_server;
   h.ps_index = job.config.ps_index;
   h.job = job.config.job;
+  h.token = job.config.token;
   h.tensor = e.tensor;
   h.seq = e.seq;
   h.aggregator = e.aggregator;

@@ -7,6 +7,7 @@
 // float sum when integers overflow, and suggests a new aggregator for slots that keep colliding.
 // Sans-IO and timer-free: workers drive all retransmission.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +27,7 @@ struct PsJob {
   std::uint8_t ps_index = 0;  // this server's shard: it owns seqs with seq % num_ps == ps_index
   // Aggregators per switch, for remap suggestions; 0 disables them.
   std::uint32_t pool_size = 0;
+  std::uint32_t token = 0;  // packets of the job must carry it, and come from `downstream`
 };
 
 struct PsConfig {
@@ -46,6 +48,7 @@ struct PsJobCounters {
   std::uint64_t collided = 0;       // packets that had met a busy aggregator
   std::uint64_t remaps = 0;
   std::uint64_t rejected = 0;       // disagree with the job's configuration
+  std::uint64_t forged = 0;         // wrong token, or not from the job's switch
 };
 
 struct PsCounters {
@@ -61,7 +64,9 @@ class ParameterServer {
   void add_job(PsJob job);  // throws std::invalid_argument on a bad job
   bool remove_job(std::uint32_t job);
 
-  void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out);
+  // `from`: the sending node (kUnknownNode for a stranger; nullopt: the caller vouches).
+  void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
+                 std::optional<NodeId> from = std::nullopt);
 
   const PsCounters& counters() const { return counters_; }
   const PsJobCounters* job_counters(std::uint32_t job) const;

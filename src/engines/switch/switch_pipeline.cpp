@@ -1,5 +1,6 @@
 #include "engines/switch/switch_pipeline.h"
 
+#include <algorithm>
 #include <bit>
 #include <stdexcept>
 
@@ -117,7 +118,8 @@ const SwitchJobCounters* SwitchPipeline::job_counters(std::uint32_t job) const {
   return it == jobs_.end() ? nullptr : &it->second.counters;
 }
 
-Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, bool congested) {
+Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, std::optional<NodeId> from,
+                                   bool congested) {
   ++counters_.packets;
   Context c{packet, {}, nullptr, 0, false};
   if (proto::decode(packet, c.h) != proto::DecodeError::ok) {
@@ -131,6 +133,10 @@ Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, bool congeste
   }
   c.job = &it->second;
   const SwitchJob& job = c.job->config;
+  if (!authentic(job, c.h, from)) {
+    ++c.job->counters.forged;  // before anything is touched: no forgery frees or pollutes
+    return drop();
+  }
   if (job.upstream.size() != 1 && c.h.ps_index >= job.upstream.size()) {
     ++counters_.malformed;  // no route: refuse before touching any aggregator
     return drop();
@@ -155,6 +161,16 @@ Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, bool congeste
   if (c.h.has(flag::kResend)) return handle_resend(c);
   if (!aggregatable(c)) return forward_up(c);
   return handle_fragment(c);
+}
+
+// A job's packets carry its token and travel between its own members: upward from the workers
+// (or rack switches) below, downward from the next hop up (the level-2 switch or its PSs).
+bool SwitchPipeline::authentic(const SwitchJob& job, const proto::Header& h,
+                               std::optional<NodeId> from) {
+  if (h.token != job.token) return false;
+  if (!from) return true;
+  const auto& allowed = h.is_downward() ? job.upstream : job.downstream;
+  return std::find(allowed.begin(), allowed.end(), *from) != allowed.end();
 }
 
 bool SwitchPipeline::pick_aggregator(Context& c) const {

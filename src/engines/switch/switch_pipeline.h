@@ -6,6 +6,7 @@
 // The stages, in order, mirror p4/: parse -> job table -> aggregator index -> owner check ->
 // claim/join/flush/free -> write sum -> route. docs/engines.md lists every rule.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -51,6 +52,9 @@ struct SwitchJob {
   // racks (level 2). Packets whose header says otherwise are not aggregated, so a misconfigured
   // worker cannot complete a sum early. 0 leaves the check to the header alone.
   std::uint8_t fan_in = 0;
+  // Tenant isolation: packets of the job must carry this token, and come from a downstream
+  // member (upward) or an upstream hop (downward).
+  std::uint32_t token = 0;
 };
 
 struct SwitchJobCounters {
@@ -63,6 +67,7 @@ struct SwitchJobCounters {
   std::uint64_t duplicates = 0;      // contributions already counted (dropped or re-forwarded)
   std::uint64_t stale_reclaimed = 0; // aggregators taken back from an older seq of the job
   std::uint64_t fan_in_mismatch = 0; // header fan-in differs from the installed one
+  std::uint64_t forged = 0;          // wrong token, or a sender that may not speak for the job
 };
 
 struct SwitchCounters {
@@ -88,9 +93,11 @@ class SwitchPipeline {
   bool remove_job(std::uint32_t job);
   std::vector<std::uint32_t> jobs() const;
 
-  // Data plane. `congested` says the packet's egress queue is above the ECN threshold.
-  // The switch keeps no timers, so it needs no clock.
-  Forwarding process(std::span<std::uint8_t> packet, bool congested = false);
+  // Data plane. `from` is the node the packet came from (kUnknownNode for a stranger;
+  // nullopt when the caller vouches for it, as unit tests do). `congested` says the packet's
+  // egress queue is above the ECN threshold. The switch keeps no timers, so it needs no clock.
+  Forwarding process(std::span<std::uint8_t> packet, std::optional<NodeId> from = std::nullopt,
+                     bool congested = false);
 
   const SwitchConfig& config() const { return config_; }
   const SwitchCounters& counters() const { return counters_; }
@@ -110,6 +117,7 @@ class SwitchPipeline {
   bool pick_aggregator(Context& c) const;
   bool aggregatable(const Context& c) const;
   bool fan_in_agrees(Context& c) const;
+  static bool authentic(const SwitchJob& job, const proto::Header& h, std::optional<NodeId> from);
   Forwarding forward_up(Context& c);
   Forwarding route_up(Context& c);
   Forwarding emit_sum(Context& c, std::uint32_t racks, std::uint32_t workers);

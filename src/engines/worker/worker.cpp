@@ -94,6 +94,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   h.next_level = proto::Level::rack;
   h.ps_index = static_cast<std::uint8_t>(f.seq % config_.parameter_servers);
   h.job = config_.job;
+  h.token = config_.token;
   h.tensor = f.tensor->id;
   h.seq = f.seq;
   h.aggregator = aggregator_of_slot_[f.seq & (config_.window - 1)];
@@ -123,11 +124,16 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
 }
 
-void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out) {
+void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
+                       std::optional<NodeId> from) {
   proto::Header h;
   if (proto::decode(packet, h) != proto::DecodeError::ok || !h.is_downward() ||
       h.job != config_.job) {
     ++stats_.malformed;
+    return;
+  }
+  if (h.token != config_.token || (from && *from != config_.uplink)) {
+    ++stats_.forged;
     return;
   }
   if (failed()) return;

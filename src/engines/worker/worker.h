@@ -31,7 +31,8 @@ struct WorkerConfig {
   std::uint32_t initial_window = 0;  // 0: start at `window`
   float scale = 1 << 16;
   std::uint8_t parameter_servers = 1;
-  NodeId uplink = 0;  // the rack switch
+  NodeId uplink = 0;  // the rack switch: the only node results may come from
+  std::uint32_t token = 0;  // the job's secret, carried by every packet
   Duration initial_rto = 100 * kMillisecond;
   Duration min_rto = 50 * kMillisecond;
   Duration max_rto = 1 * kSecond;
@@ -55,6 +56,7 @@ struct WorkerStats {
   std::uint64_t ecn_marks = 0;
   std::uint64_t remaps = 0;
   std::uint64_t malformed = 0;
+  std::uint64_t forged = 0;  // wrong token, or not from the uplink
 };
 
 class Worker {
@@ -66,7 +68,9 @@ class Worker {
   std::uint32_t submit(Time now, std::span<const float> input, std::span<float> output,
                        Outbox& out);
 
-  void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out);
+  // `from`: the sending node (kUnknownNode for a stranger; nullopt: the caller vouches).
+  void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
+                 std::optional<NodeId> from = std::nullopt);
   void on_timer(Time now, Outbox& out);
   // When on_timer() is due. It may be early (on_timer() then does nothing), never late.
   std::optional<Time> next_timer() const;
