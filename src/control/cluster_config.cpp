@@ -86,6 +86,9 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
       if (!policy.empty() && !engines::parse_policy(policy, s.policy))
         fail(where, "policy must be atp, static or none");
       s.uplink = text(*t, "uplink", where, false);
+      s.threads = number<unsigned>(*t, "threads", 1, where);
+      if (s.threads == 0 || s.threads > 64) fail(where, "threads must be 1..64");
+      if (std::uint32_t{s.address.port} + s.threads > 65536) fail(where, "ports beyond 65535");
       c.switches_.push_back(s);
     }
   }
@@ -216,8 +219,8 @@ const SwitchSpec* ClusterConfig::spine_of(const JobConfig& job) const {
 
 // Results leave the PS toward the switch that fans them out to the whole job.
 runtime::Endpoint ClusterConfig::results_via(const JobConfig& job) const {
-  if (const SwitchSpec* spine = spine_of(job)) return spine->address;
-  return switch_named(placement(job).racks[0]).address;
+  if (const SwitchSpec* spine = spine_of(job)) return address_for(spine->name, job.id);
+  return address_for(placement(job).racks[0], job.id);
 }
 
 float ClusterConfig::scale_of(const JobConfig& job) const {
@@ -225,9 +228,36 @@ float ClusterConfig::scale_of(const JobConfig& job) const {
   return quant::choose_scale(job.max_gradient, static_cast<int>(job.workers.size()));
 }
 
+bool ClusterConfig::serves(const SwitchSpec& s, const JobConfig& job) const {
+  if (s.level == proto::Level::rack) {
+    for (const auto& w : job.workers)
+      if (w.rack == s.name) return true;
+    return false;
+  }
+  const SwitchSpec* spine = spine_of(job);
+  return spine != nullptr && spine->name == s.name;
+}
+
+unsigned ClusterConfig::thread_of(const std::string& name, std::uint32_t job) const {
+  const SwitchSpec& s = switch_named(name);
+  unsigned index = 0;
+  for (const JobConfig& j : jobs_) {
+    if (!serves(s, j)) continue;
+    if (j.id == job) return index % s.threads;
+    ++index;
+  }
+  return 0;
+}
+
+runtime::Endpoint ClusterConfig::address_for(const std::string& name, std::uint32_t job) const {
+  runtime::Endpoint e = switch_named(name).address;
+  e.port = static_cast<std::uint16_t>(e.port + thread_of(name, job));
+  return e;
+}
+
 engines::SwitchConfig ClusterConfig::switch_config(const std::string& name) const {
   const SwitchSpec& s = switch_named(name);
-  return {s.level, s.aggregators, s.values_per_aggregator, s.policy};
+  return {s.level, s.aggregators / s.threads, s.values_per_aggregator, s.policy};
 }
 
 std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& name,
@@ -249,23 +279,28 @@ std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& na
       for (std::size_t w = 0; w < job.workers.size(); ++w)
         if (p.rack_of[w] == rack) sj.downstream.push_back(book.id_of(job.workers[w].address));
       sj.upstream = me.uplink.empty() ? servers
-                                      : std::vector<NodeId>{book.id_of(switch_named(me.uplink).address)};
+                                      : std::vector<NodeId>{book.id_of(address_for(me.uplink, job.id))};
       sj.fan_in = p.workers_per_rack[rack];
     } else {
       const SwitchSpec* spine = spine_of(job);
       if (spine == nullptr || spine->name != name) continue;
-      for (const auto& rack : p.racks) sj.downstream.push_back(book.id_of(switch_named(rack).address));
+      for (const auto& rack : p.racks) sj.downstream.push_back(book.id_of(address_for(rack, job.id)));
       sj.upstream = servers;
       sj.fan_in = static_cast<std::uint8_t>(p.racks.size());
     }
     out.push_back(sj);
   }
-  // Static policy: equal slices of the pool, in job order.
-  if (!out.empty()) {
-    const std::uint32_t slice = me.aggregators / static_cast<std::uint32_t>(out.size());
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      out[i].static_first = static_cast<std::uint32_t>(i) * slice;
-      out[i].static_count = slice;
+  // Static policy: each thread's pool in equal slices for its jobs, in job order.
+  for (unsigned t = 0; t < me.threads; ++t) {
+    std::vector<engines::SwitchJob*> mine;
+    for (auto& sj : out)
+      if (thread_of(name, sj.job) == t) mine.push_back(&sj);
+    if (mine.empty()) continue;
+    const std::uint32_t slice =
+        me.aggregators / me.threads / static_cast<std::uint32_t>(mine.size());
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      mine[i]->static_first = static_cast<std::uint32_t>(i) * slice;
+      mine[i]->static_count = slice;
     }
   }
   return out;
@@ -314,7 +349,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.window = job.window;
   c.scale = scale_of(job);
   c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());
-  c.uplink = book.id_of(switch_named(job.workers[rank].rack).address);
+  c.uplink = book.id_of(address_for(job.workers[rank].rack, job.id));
   c.deadline = job.deadline;
   c.token = job.token;
   return c;

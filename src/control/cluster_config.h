@@ -23,6 +23,9 @@ struct SwitchSpec {
   std::uint16_t values_per_aggregator = 256;
   engines::Policy policy = engines::Policy::atp;
   std::string uplink;  // name of the level-2 switch; empty: straight to the PSs
+  // Cores: each thread serves its own UDP port (address port + i), its own share of the pool
+  // and its own jobs (the switch's jobs in file order, dealt round robin).
+  unsigned threads = 1;
 };
 
 struct ServerSpec {
@@ -65,6 +68,9 @@ class ClusterConfig {
   engines::SwitchConfig switch_config(const std::string& name) const;
   std::vector<engines::SwitchJob> switch_jobs(const std::string& name,
                                               runtime::AddressBook& book) const;
+  // Which thread of switch `name` serves job `job`, and the address it listens on for it.
+  unsigned thread_of(const std::string& name, std::uint32_t job) const;
+  runtime::Endpoint address_for(const std::string& name, std::uint32_t job) const;
   // What to install on parameter server `name`.
   std::vector<engines::PsJob> server_jobs(const std::string& name,
                                           runtime::AddressBook& book) const;
@@ -83,6 +89,7 @@ class ClusterConfig {
   const SwitchSpec* spine_of(const JobConfig& job) const;
   runtime::Endpoint results_via(const JobConfig& job) const;
   float scale_of(const JobConfig& job) const;
+  bool serves(const SwitchSpec& s, const JobConfig& job) const;
 
   std::vector<SwitchSpec> switches_;
   std::vector<ServerSpec> servers_;

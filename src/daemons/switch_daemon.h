@@ -1,8 +1,13 @@
 #pragma once
-// `atp switch`: the switch pipeline on a UDP socket. Each datagram is processed in place and
-// forwarded (unicast or one copy per multicast member) in batches.
+// `atp switch`: the switch pipeline on UDP sockets. Each datagram is processed in place and
+// forwarded (unicast, or one copy per multicast member) in batches. With `threads = N` in the
+// cluster file the switch runs N independent shards, one thread each, on ports port..port+N-1:
+// each owns 1/N of the pool and the jobs dealt to it, so shards share nothing on the data path.
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "control/cluster_config.h"
 #include "engines/switch/switch_pipeline.h"
@@ -14,28 +19,39 @@ namespace atp::daemons {
 class SwitchDaemon {
  public:
   SwitchDaemon(const control::ClusterConfig& config, const std::string& name);
+  ~SwitchDaemon();
 
-  // Serves until `loop` stops.
+  // Starts serving: shard 0 on `loop` (the caller's thread), the others on their own threads,
+  // which stop when this object is destroyed.
   void attach(runtime::EventLoop& loop);
   nlohmann::json stats() const;
   const runtime::Endpoint& address() const { return address_; }
   const std::string& name() const { return name_; }
 
-  // Control plane, no restart needed (see control_requests.h).
-  std::vector<std::uint32_t> job_ids() const { return pipeline_.jobs(); }
+  // Control plane, no restart needed (see control_requests.h). Thread-safe.
+  std::vector<std::uint32_t> job_ids() const;
   void admit(const control::ClusterConfig& cluster, std::uint32_t job);
-  bool remove_job(std::uint32_t job) { return pipeline_.remove_job(job); }
+  bool remove_job(std::uint32_t job);
 
  private:
-  void on_readable();
+  struct Shard {
+    Shard(engines::SwitchConfig config, const runtime::Endpoint& address)
+        : pipeline(config), socket(address) {}
+    mutable std::mutex mutex;  // the data path holds it per batch; the control plane per call
+    runtime::AddressBook book;
+    engines::SwitchPipeline pipeline;
+    runtime::UdpSocket socket;
+    runtime::ReceiveBatch received{64, 65536};
+    runtime::SendBatch to_send;
+    runtime::EventLoop own_loop;  // shards 1..N-1
+    std::thread thread;
+  };
+  void on_readable(Shard& shard);
+  Shard* shard_of_job(std::uint32_t job) const;
 
   std::string name_;
   runtime::Endpoint address_;
-  runtime::AddressBook book_;
-  engines::SwitchPipeline pipeline_;
-  runtime::UdpSocket socket_;
-  runtime::ReceiveBatch received_{64, 65536};
-  runtime::SendBatch to_send_;
+  std::vector<std::unique_ptr<Shard>> shards_;
 };
 
 }  // namespace atp::daemons

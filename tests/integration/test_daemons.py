@@ -21,16 +21,36 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_port_run(count):
+    """A port p with p..p+count-1 all free (for a switch with `count` threads)."""
+    while True:
+        base = free_port()
+        try:
+            socks = []
+            for k in range(count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                socks.append(s)
+                s.bind(("127.0.0.1", base + k))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+
+
 def cluster_toml(racks, jobs, workers_per_rack, host="127.0.0.1", worker_host=None,
-                 deadline_ms=20000, aggregators=64, ports=None, servers_per_job=1, token=0):
+                 deadline_ms=20000, aggregators=64, ports=None, servers_per_job=1, token=0,
+                 switch_threads=1):
     """racks: number of rack switches (a spine is added when > 1). Returns (text, names)."""
     port = ports or free_port
     worker_host = worker_host or host
     lines = []
     spine = racks > 1
+    switch_port = port if switch_threads == 1 else (lambda: free_port_run(switch_threads))
     for r in range(racks):
-        lines += ["[[switch]]", f'name = "rack{r}"', f'address = "{host}:{port()}"', "level = 1",
-                  f"aggregators = {aggregators}"]
+        lines += ["[[switch]]", f'name = "rack{r}"', f'address = "{host}:{switch_port()}"',
+                  "level = 1", f"aggregators = {aggregators}", f"threads = {switch_threads}"]
         if spine:
             lines.append('uplink = "spine"')
     if spine:
@@ -128,6 +148,19 @@ class Loopback(unittest.TestCase):
             workers = [c.worker(j, r) for j in (1, 2) for r in range(3)]
             for r in wait_all(workers, 120):
                 self.assertTrue(r["exact"], r)
+        finally:
+            c.close()
+
+    def test_a_switch_with_two_threads_serves_jobs_on_both(self):
+        c = self.run_cluster(1, 2, 2, switch_threads=2)
+        try:
+            workers = [c.worker(j, r) for j in (1, 2) for r in range(2)]
+            for r in wait_all(workers, 120):
+                self.assertTrue(r["exact"], r)
+            stats = c.stop("rack0")
+            self.assertEqual(stats["threads"], 2)
+            for job in ("1", "2"):
+                self.assertGreater(stats["jobs"][job]["completed"], 0)
         finally:
             c.close()
 
