@@ -1,0 +1,78 @@
+// The worker engine's cost per byte, next to the least any worker must do: copy its gradient
+// into packets and the result back out (memcpy both ways), measured in the same run. A loop
+// plays the network: every fragment the worker sends comes straight back as its result.
+//
+//   build/bin/worker_bench [MiB] [K]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "engines/worker/worker.h"
+#include "proto/header.h"
+
+using namespace atp;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Sends every fragment of `input` and answers each with a result, until the allreduce is done.
+double run_worker(std::vector<float>& input, std::vector<float>& output, std::uint16_t k) {
+  engines::WorkerConfig c;
+  c.values_per_packet = k;
+  c.window = 256;
+  c.scale = 1 << 20;
+  engines::Worker worker(c);
+  Outbox out, replies;
+  const auto start = std::chrono::steady_clock::now();
+  worker.submit(0, input, output, out);
+  while (!out.empty()) {
+    replies.clear();
+    for (auto& d : out.packets()) {
+      auto reply = replies.add(d.to, d.bytes.size());
+      std::memcpy(reply.data(), d.bytes.data(), d.bytes.size());
+      reply[1] = proto::flag::kResult;  // the switch's sum of one worker is its own values
+      std::memset(reply.data() + 20, 0, 8);  // no contributor bitmaps on a result
+    }
+    out.clear();
+    for (auto& r : replies.packets()) worker.on_packet(0, r.bytes, out);
+  }
+  return seconds_since(start);
+}
+
+// The baseline: the same bytes into packet buffers and back, K values at a time.
+double run_copy(const std::vector<float>& input, std::vector<float>& output, std::uint16_t k) {
+  std::vector<std::uint8_t> packet(proto::kHeaderBytes + 4 * std::size_t{k});
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < input.size(); i += k) {
+    const std::size_t n = std::min<std::size_t>(k, input.size() - i);
+    std::memcpy(packet.data() + proto::kHeaderBytes, input.data() + i, 4 * n);
+    std::memcpy(output.data() + i, packet.data() + proto::kHeaderBytes, 4 * n);
+  }
+  return seconds_since(start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::size_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
+  const auto k = static_cast<std::uint16_t>(argc > 2 ? std::atoi(argv[2]) : 256);
+  std::vector<float> input(mib << 18), output(input.size());
+  for (std::size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>(i % 1000) / 1000;
+  double worker = 1e9, copy = 1e9;
+  for (int round = 0; round < 3; ++round) {  // best of 3, alternating
+    worker = std::min(worker, run_worker(input, output, k));
+    copy = std::min(copy, run_copy(input, output, k));
+  }
+  const double bytes = 4.0 * input.size();
+  std::printf("%zu MiB, K=%u, best of 3 alternating rounds\n", mib, k);
+  std::printf("copy in and out : %6.2f GB/s\n", bytes / copy / 1e9);
+  std::printf("worker engine   : %6.2f GB/s (quantize, send, loss tracking, dequantize)\n",
+              bytes / worker / 1e9);
+  std::printf("ratio worker / copy: %.2f\n", copy / worker);
+  return 0;
+}
