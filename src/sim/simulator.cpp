@@ -147,7 +147,7 @@ void Simulator::record(const Event& e) {
   h = mix(h, (std::uint64_t{e.node} << 32) | e.from);
   if (e.packet != kTimer) {
     const auto& bytes = packets_[e.packet];
-    std::uint64_t word[proto::kHeaderBytes / 8] = {};
+    std::uint64_t word[(proto::kHeaderBytes + 7) / 8] = {};
     std::memcpy(word, bytes.data(), std::min(bytes.size(), proto::kHeaderBytes));
     for (std::uint64_t w : word) h = mix(h, w);
   }
