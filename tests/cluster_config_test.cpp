@@ -104,16 +104,17 @@ TEST(ClusterConfig, ThreadsDealJobsToPortsAndSplitThePool) {
   auto text = example("one_rack.toml");
   text.replace(text.find("policy = \"atp\""), 14, "policy = \"static\"\nthreads = 2");
   const auto c = ClusterConfig::parse(text);
-  EXPECT_EQ(c.thread_of("rack0", 1), 0u);
-  EXPECT_EQ(c.thread_of("rack0", 2), 1u);
-  EXPECT_EQ(c.address_for("rack0", 2).str(), "127.0.0.1:9101");
+  EXPECT_EQ(c.thread_of("rack0", 1), 1u);  // by job id: stable when other jobs change
+  EXPECT_EQ(c.thread_of("rack0", 2), 0u);
+  EXPECT_EQ(c.address_for("rack0", 1).str(), "127.0.0.1:9101");
   EXPECT_EQ(c.switch_config("rack0").pool_size, 512u);  // per thread
   runtime::AddressBook book;
   const auto jobs = c.switch_jobs("rack0", book);
   EXPECT_EQ(jobs[1].static_first, 0u);  // alone in its thread's pool
   EXPECT_EQ(jobs[1].static_count, 512u);
-  EXPECT_EQ(book.endpoint(c.worker_config(2, 0, book).uplink).str(), "127.0.0.1:9101");
-  EXPECT_EQ(book.endpoint(c.server_jobs("ps2", book)[0].downstream).str(), "127.0.0.1:9101");
+  EXPECT_EQ(book.endpoint(c.worker_config(1, 0, book).uplink).str(), "127.0.0.1:9101");
+  EXPECT_EQ(book.endpoint(c.server_jobs("ps1", book)[0].downstream).str(), "127.0.0.1:9101");
+  EXPECT_EQ(c.server_jobs("ps1", book)[0].pool_size, 512u);  // remaps within one shard's pool
 }
 
 }  // namespace

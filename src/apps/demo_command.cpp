@@ -96,8 +96,10 @@ unsigned read_progress(const fs::path& p) {
 }
 
 void run_demo(const DemoOptions& o) {
-  const fs::path dir = o.keep.empty() ? fs::path(::mkdtemp(std::string("/tmp/atp-demo-XXXXXX").data()))
-                                      : fs::path(o.keep);
+  std::string pattern = "/tmp/atp-demo-XXXXXX";
+  if (o.keep.empty() && ::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("cannot create a directory under /tmp: " + std::string(std::strerror(errno)));
+  const fs::path dir = o.keep.empty() ? fs::path(pattern) : fs::path(o.keep);
   fs::create_directories(dir);
   const std::string config = write_cluster(o, dir);
   const std::string exe = "atp";
@@ -214,7 +216,7 @@ void add_demo_command(CLI::App& app) {
   cmd->add_option("--jobs", o.jobs, "Jobs")->capture_default_str()->check(CLI::Range(1, 16));
   cmd->add_option("--workers", o.workers, "Workers per job")->capture_default_str()->check(CLI::Range(1, 32));
   cmd->add_option("--floats", o.floats, "Floats per gradient tensor")->capture_default_str();
-  cmd->add_option("--iterations", o.iterations, "Iterations")->capture_default_str();
+  cmd->add_option("--iterations", o.iterations, "Iterations")->capture_default_str()->check(CLI::Range(1, 100000));
   cmd->add_option("--aggregators", o.aggregators, "Aggregators in the switch")->capture_default_str();
   cmd->add_option("--keep", o.keep, "Keep configs, logs and reports in this directory");
   cmd->add_flag("--json", o.json, "Print one JSON object instead of a table");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -24,6 +25,8 @@ T number(const toml::table& t, const char* key, T fallback, const std::string& w
   if (n == nullptr) return fallback;
   if (auto v = n->value<std::int64_t>()) {
     if (*v < 0) fail(where, std::string(key) + " must not be negative");
+    if (static_cast<std::uint64_t>(*v) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+      fail(where, std::string(key) + " is too large");
     return static_cast<T>(*v);
   }
   if constexpr (std::is_floating_point_v<T>) {
@@ -88,6 +91,9 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
       s.uplink = text(*t, "uplink", where, false);
       s.threads = number<unsigned>(*t, "threads", 1, where);
       if (s.threads == 0 || s.threads > 64) fail(where, "threads must be 1..64");
+      if (s.threads > 1 && s.address.port == 0) fail(where, "threads > 1 needs a fixed port");
+      if (s.aggregators < s.threads && s.policy != engines::Policy::none)
+        fail(where, "needs at least one aggregator per thread");
       if (std::uint32_t{s.address.port} + s.threads > 65536) fail(where, "ports beyond 65535");
       c.switches_.push_back(s);
     }
@@ -114,7 +120,9 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
       j.values_per_packet = number<std::uint16_t>(*t, "values_per_packet", 256, where);
       j.scale = number<float>(*t, "scale", 0.0f, where);
       j.max_gradient = number<float>(*t, "max_gradient", 1.0f, where);
-      j.deadline = number<Duration>(*t, "deadline_ms", 30000, where) * kMillisecond;
+      const auto deadline_ms = number<Duration>(*t, "deadline_ms", 30000, where);
+      if (deadline_ms == 0 || deadline_ms > 24 * 3600 * 1000) fail(where, "deadline_ms must be 1..86400000");
+      j.deadline = deadline_ms * kMillisecond;
       const auto token = number<std::uint64_t>(*t, "token", 0, where);
       if (token > 0xFFFFFFFFu) fail(where, "token must fit 32 bits");
       j.token = static_cast<std::uint32_t>(token);
@@ -238,15 +246,10 @@ bool ClusterConfig::serves(const SwitchSpec& s, const JobConfig& job) const {
   return spine != nullptr && spine->name == s.name;
 }
 
+// By job id alone, so a job keeps its shard when other jobs come and go (`atp ctl admit`
+// with an edited file).
 unsigned ClusterConfig::thread_of(const std::string& name, std::uint32_t job) const {
-  const SwitchSpec& s = switch_named(name);
-  unsigned index = 0;
-  for (const JobConfig& j : jobs_) {
-    if (!serves(s, j)) continue;
-    if (j.id == job) return index % s.threads;
-    ++index;
-  }
-  return 0;
+  return job % switch_named(name).threads;
 }
 
 runtime::Endpoint ClusterConfig::address_for(const std::string& name, std::uint32_t job) const {
@@ -322,7 +325,10 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
     pj.downstream = book.id_of(results_via(job));
     pj.ps_index = static_cast<std::uint8_t>(it - job.parameter_servers.begin());
     std::uint32_t pool = 0;
-    for (const auto& rack : p.racks) pool = std::max(pool, switch_named(rack).aggregators);
+    for (const auto& rack : p.racks) {
+      const SwitchSpec& s = switch_named(rack);
+      pool = std::max(pool, s.aggregators / s.threads);  // one shard's pool
+    }
     pj.pool_size = pool;
     pj.token = job.token;
     out.push_back(pj);

@@ -24,7 +24,7 @@ struct SwitchSpec {
   engines::Policy policy = engines::Policy::atp;
   std::string uplink;  // name of the level-2 switch; empty: straight to the PSs
   // Cores: each thread serves its own UDP port (address port + i), its own share of the pool
-  // and its own jobs (the switch's jobs in file order, dealt round robin).
+  // and its own jobs (those whose id mod threads is i).
   unsigned threads = 1;
 };
 

@@ -33,7 +33,7 @@ void PsDaemon::attach(runtime::EventLoop& loop) {
 }
 
 void PsDaemon::on_readable() {
-  while (socket_.receive(received_) > 0) {
+  for (int batches = 0; batches < 64 && socket_.receive(received_) > 0; ++batches) {
     const Time now = runtime::monotonic_now();
     for (std::size_t i = 0; i < received_.size(); ++i)
       ps_.on_packet(now, received_.packet(i), outbox_,

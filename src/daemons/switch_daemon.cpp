@@ -36,7 +36,9 @@ void SwitchDaemon::attach(runtime::EventLoop& loop) {
 }
 
 void SwitchDaemon::on_readable(Shard& s) {
-  while (s.socket.receive(s.received) > 0) {
+  // At most 64 batches per wake-up: the loop then serves signals and the control socket too
+  // (epoll is level-triggered, so what is left is read next round).
+  for (int batches = 0; batches < 64 && s.socket.receive(s.received) > 0; ++batches) {
     {
       std::lock_guard lock(s.mutex);
       for (std::size_t i = 0; i < s.received.size(); ++i) {

@@ -19,13 +19,21 @@ namespace {
   throw std::system_error(errno, std::generic_category(), what);
 }
 
-// Reads until a newline, the peer closes, or 100 ms pass: requests are tiny.
+// These servers share the daemon's loop with packets, so a client gets a bounded slice of it:
+// the request must arrive within kBudgetMs in all (requests are one short line), and the answer
+// is written without waiting for a slow reader.
+constexpr int kBudgetMs = 20;
+constexpr std::size_t kMaxRequest = 64 << 10;
+
 std::string read_request(int fd) {
   std::string data;
   char buffer[4096];
-  while (data.find('\n') == std::string::npos && data.size() < (1 << 20)) {
+  const Time deadline = monotonic_now() + kBudgetMs * kMillisecond;
+  while (data.find('\n') == std::string::npos && data.size() < kMaxRequest) {
+    const Time left = deadline - monotonic_now();
+    if (left <= 0) break;
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) break;
+    if (::poll(&p, 1, static_cast<int>(left / kMillisecond) + 1) <= 0) break;
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n <= 0) break;
     data.append(buffer, static_cast<std::size_t>(n));
@@ -33,14 +41,18 @@ std::string read_request(int fd) {
   return data;
 }
 
-void write_all(int fd, const std::string& data) {
+// MSG_NOSIGNAL: a client that hung up must not kill the daemon with SIGPIPE.
+void write_all(int fd, const std::string& data, int flags) {
   std::size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | flags);
     if (n <= 0) return;
     done += static_cast<std::size_t>(n);
   }
 }
+
+// The socket is non-blocking: an answer that does not fit the kernel buffer is cut short.
+void answer(int client, const std::string& data) { write_all(client, data, MSG_DONTWAIT); }
 
 sockaddr_un unix_address(const std::string& path) {
   sockaddr_un a{};
@@ -54,12 +66,15 @@ sockaddr_un unix_address(const std::string& path) {
 
 ControlSocket::ControlSocket(EventLoop& loop, std::string path, Handler handler)
     : path_(std::move(path)), handler_(std::move(handler)) {
+  const sockaddr_un a = unix_address(path_);
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) fail("socket");
-  const sockaddr_un a = unix_address(path_);
   ::unlink(path_.c_str());
-  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) fail("bind " + path_);
-  if (::listen(fd_, 16) != 0) fail("listen " + path_);
+  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    throw std::system_error(e, std::generic_category(), "control socket " + path_);
+  }
   loop.watch(fd_, [this] { on_connection(); });
 }
 
@@ -69,15 +84,15 @@ ControlSocket::~ControlSocket() {
 }
 
 void ControlSocket::on_connection() {
-  const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (client < 0) return;
-  nlohmann::json answer;
+  nlohmann::json reply;
   try {
-    answer = handler_(nlohmann::json::parse(read_request(client)));
+    reply = handler_(nlohmann::json::parse(read_request(client)));
   } catch (const std::exception& e) {
-    answer = {{"ok", false}, {"error", e.what()}};
+    reply = {{"ok", false}, {"error", e.what()}};
   }
-  write_all(client, answer.dump() + "\n");
+  answer(client, reply.dump() + "\n");
   ::close(client);
 }
 
@@ -90,7 +105,7 @@ nlohmann::json control_request(const std::string& path, const nlohmann::json& re
     ::close(fd);
     throw std::system_error(e, std::generic_category(), "connect " + path);
   }
-  write_all(fd, request.dump() + "\n");
+  write_all(fd, request.dump() + "\n", 0);
   std::string reply;
   char buffer[4096];
   ssize_t n;
@@ -109,11 +124,13 @@ MetricsServer::MetricsServer(EventLoop& loop, const std::string& address, std::u
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
-  if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1)
-    throw std::invalid_argument("metrics address '" + address + "' is not IPv4");
-  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0)
-    fail("bind metrics " + address + ":" + std::to_string(port));
-  if (::listen(fd_, 16) != 0) fail("listen metrics");
+  if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1 ||
+      ::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    throw std::system_error(e, std::generic_category(),
+                            "metrics on " + address + ":" + std::to_string(port));
+  }
   socklen_t len = sizeof a;
   ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
   port_ = ntohs(a.sin_port);
@@ -123,11 +140,11 @@ MetricsServer::MetricsServer(EventLoop& loop, const std::string& address, std::u
 MetricsServer::~MetricsServer() { ::close(fd_); }
 
 void MetricsServer::on_connection() {
-  const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (client < 0) return;
   read_request(client);
   const std::string body = render_();
-  write_all(client, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+  answer(client, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
                         std::to_string(body.size()) + "\r\n\r\n" + body);
   ::close(client);
 }

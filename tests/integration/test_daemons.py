@@ -325,6 +325,17 @@ class ControlPlane(unittest.TestCase):
                 self.assertTrue(ctl("admit", "--config", config, "--job", "2")["ok"])
                 self.assertEqual(sorted(ctl("list")["jobs"]), [1, 2])
                 self.assertIn("packets", ctl("stats")["stats"])
+                # Clients that hang up early or never finish their request cost the daemon
+                # nothing: no SIGPIPE, no stall.
+                for _ in range(3):
+                    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as rude:
+                        rude.connect(sock)
+                        rude.sendall(b'{"cmd":"stats"}\n')
+                    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:
+                        silent.connect(sock)
+                        time.sleep(0.05)
+                self.assertIsNone(switch.poll())
+                self.assertEqual(sorted(ctl("list")["jobs"]), [1, 2])
                 import urllib.request
                 body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                               timeout=5).read().decode()
