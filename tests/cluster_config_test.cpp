@@ -119,3 +119,17 @@ TEST(ClusterConfig, ThreadsDealJobsToPortsAndSplitThePool) {
 
 }  // namespace
 }  // namespace atp::control
+
+namespace atp::control {
+namespace {
+
+TEST(ClusterConfig, RejectsNumbersBeyondTheirField) {
+  expect_rejected(std::string(kSwitch) + "threads = 4294967297\n", "too large");
+  expect_rejected(std::string(kSwitch) + kPs +
+                      "[[job]]\nid = 1\ndeadline_ms = 99999999999\nparameter_servers = [\"p\"]\n"
+                      "workers = [{ rack = \"r\", address = \"127.0.0.1:3\" }]\n",
+                  "deadline_ms");
+}
+
+}  // namespace
+}  // namespace atp::control

@@ -25,8 +25,10 @@ T number(const toml::table& t, const char* key, T fallback, const std::string& w
   if (n == nullptr) return fallback;
   if (auto v = n->value<std::int64_t>()) {
     if (*v < 0) fail(where, std::string(key) + " must not be negative");
-    if (static_cast<std::uint64_t>(*v) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
-      fail(where, std::string(key) + " is too large");
+    if constexpr (std::is_integral_v<T>) {
+      if (static_cast<std::uint64_t>(*v) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+        fail(where, std::string(key) + " is too large");
+    }
     return static_cast<T>(*v);
   }
   if constexpr (std::is_floating_point_v<T>) {
