@@ -50,7 +50,6 @@ class Simulator {
   explicit Simulator(std::uint64_t seed);
 
   NodeId add_node(std::unique_ptr<Node> node);
-  Node& node(NodeId id) { return *nodes_[id]; }
   void connect(NodeId a, NodeId b, const LinkSpec& spec);  // both directions
 
   // Copies `bytes` onto the link from `from` to `to`.
@@ -69,7 +68,6 @@ class Simulator {
   std::uint64_t events() const { return events_; }
   std::uint64_t trace_hash() const { return trace_hash_; }
   LinkCounters link_totals() const;
-  Rng& rng() { return rng_; }
 
  private:
   struct Link {

@@ -264,13 +264,18 @@ class Loopback(unittest.TestCase):
         finally:
             c.close()
 
+    def start_job_and_kill_its_last_worker(self, c):
+        """Three workers of a long job; rank 2 dies half a second in. Returns all three."""
+        workers = [c.worker(1, r, floats=400000, iterations=50) for r in range(3)]
+        time.sleep(0.5)
+        workers[2][0].kill()
+        workers[2][0].wait()
+        return workers
+
     def test_a_restarted_worker_cannot_rejoin_and_everyone_fails_clearly(self):
         c = self.run_cluster(1, 1, 3, deadline_ms=2000)
         try:
-            workers = [c.worker(1, r, floats=400000, iterations=50) for r in range(3)]
-            time.sleep(0.5)
-            workers[2][0].kill()
-            workers[2][0].wait()
+            workers = self.start_job_and_kill_its_last_worker(c)
             # A restarted worker starts again at the job's first fragment, which its peers
             # finished long ago: nobody may get a wrong sum, everyone ends with an error.
             workers[2] = c.worker(1, 2, floats=400000, iterations=50)
@@ -286,10 +291,7 @@ class Loopback(unittest.TestCase):
     def test_a_dead_worker_fails_the_others_clearly(self):
         c = self.run_cluster(1, 1, 3, deadline_ms=2000)
         try:
-            workers = [c.worker(1, r, floats=400000, iterations=50) for r in range(3)]
-            time.sleep(0.5)
-            workers[2][0].kill()
-            workers[2][0].wait()
+            workers = self.start_job_and_kill_its_last_worker(c)
             for r in wait_all(workers[:2], 60):
                 self.assertFalse(r["finished"])
                 self.assertEqual(r["mismatches"], 0)
