@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 
-.PHONY: setup configure build demo test bench sanitize clean
+.PHONY: setup configure build demo test bench sanitize tsan fuzz clean
 
 setup:
 	@./scripts/setup.sh
@@ -17,8 +17,11 @@ build: configure
 demo: build
 	@$(BUILD_DIR)/bin/atp demo
 
+# Every test: unit, engine, simulator, library and multi-process tests, then each fuzzer over
+# its corpus and for FUZZ_SECONDS more.
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory fuzz
 
 bench: build
 	@$(BUILD_DIR)/bin/quant_bench
@@ -28,6 +31,22 @@ sanitize: setup
 	@cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_SANITIZE=ON >/dev/null
 	@cmake --build build-sanitize -j $(JOBS)
 	@cd build-sanitize && ATP_PROPERTY_SEEDS=40 ctest --output-on-failure -j $(JOBS) -E daemons_integration
+
+# ThreadSanitizer over the runtime's threaded parts: switch shard threads, Communicator I/O
+# threads and the control plane calling in from other threads.
+tsan: setup
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_TSAN=ON >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target threaded_runtime_test worker_library_test
+	@cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
+	  -R '^(ThreadedRuntime|WorkerLibrary)\.'
+
+# libFuzzer targets (clang): each over its checked-in corpus, then fuzzing FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 20
+fuzz: setup
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DATP_FUZZ=ON -DATP_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzzers
+	@cd build-fuzz && ctest --output-on-failure -j $(JOBS) -L fuzz
 
 clean:
 	@rm -rf $(BUILD_DIR)

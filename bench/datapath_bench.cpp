@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   runtime::UdpSocket target(*runtime::Endpoint::parse("127.0.0.1:0"));
 
   engines::SwitchPipeline sw({proto::Level::rack, 1024, k, engines::Policy::atp});
-  sw.add_job({1, {0, 0}, {0}, 64});  // every NodeId is the sink here
+  sw.add_job({1, {0, 0}, {0}, 64, 0, 0, /*fan_in=*/2});  // every NodeId is the sink here
   engines::ParameterServer ps;
   ps.add_job({1, {2}, 64, k, 0});
   std::vector<std::vector<std::uint8_t>> rack_sums = {packet(0, 0, 0, k)};

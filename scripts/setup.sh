@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   python3 iproute2 iptables
+  clang-14 libclang-rt-14-dev
 )
 # scripts/sim-plots.py draws with matplotlib: `scripts/setup.sh --plots` adds it.
 if [ "${1:-}" = "--plots" ]; then

@@ -133,3 +133,53 @@ TEST(ClusterConfig, RejectsNumbersBeyondTheirField) {
 
 }  // namespace
 }  // namespace atp::control
+
+namespace atp::control {
+namespace {
+
+TEST(ClusterConfig, WireTokenBindsEverythingTheJobsPartiesMustAgreeOn) {
+  const std::string base = example("one_rack.toml");
+  const auto token_with = [&](const std::string& from, const std::string& to) {
+    std::string text = base;
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    return ClusterConfig::parse(text).wire_token(1);
+  };
+  const ClusterConfig c = ClusterConfig::parse(base);
+  const std::uint32_t token = c.wire_token(1);
+  // Switch, PS and workers all carry the same one.
+  runtime::AddressBook book;
+  EXPECT_EQ(c.switch_jobs("rack0", book)[0].token, token);
+  EXPECT_EQ(c.server_jobs("ps1", book)[0].token, token);
+  EXPECT_EQ(c.worker_config(1, 2, book).token, token);
+  EXPECT_NE(c.wire_token(2), token);
+
+  // Anything that would make a sum wrong or stuck changes it (the first match is job 1's)...
+  EXPECT_NE(token_with("max_gradient = 1.0", "max_gradient = 4.0"), token);  // the scale
+  EXPECT_NE(token_with("values_per_packet = 256", "values_per_packet = 128"), token);
+  EXPECT_NE(token_with("window = 64", "window = 32"), token);
+  EXPECT_NE(token_with("token = 2718281828", "token = 7"), token);
+  EXPECT_NE(token_with("127.0.0.1:9201", "127.0.0.1:9299"), token);  // a worker's address
+  EXPECT_NE(token_with("parameter_servers = [\"ps1\"]", "parameter_servers = [\"ps2\"]"), token);
+  // ...a local timeout does not.
+  EXPECT_EQ(token_with("deadline_ms = 30000", "deadline_ms = 1000"), token);
+}
+
+TEST(ClusterConfig, SizesBeyondTheHeadersFieldsAreRejected) {
+  std::string workers;
+  for (int w = 0; w < 33; ++w) workers += "{ rack = \"r\", address = \"127.0.0.1:" + std::to_string(100 + w) + "\" },";
+  expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 1\nparameter_servers = [\"p\"]\nworkers = [" +
+                      workers + "]\n",
+                  "32");
+  const std::string one_worker =
+      "\nparameter_servers = [\"p\"]\nworkers = [{ rack = \"r\", address = \"127.0.0.1:3\" }]\n";
+  expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 4294967296" + one_worker, "too large");
+  const auto c = ClusterConfig::parse(std::string(kSwitch) + kPs + "[[job]]\nid = 4294967295" + one_worker);
+  EXPECT_EQ(c.jobs()[0].id, 4294967295u);  // every 32-bit job id fits the header
+  expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 1\nvalues_per_packet = 1025" + one_worker,
+                  "values_per_packet");
+}
+
+}  // namespace
+}  // namespace atp::control

@@ -20,9 +20,14 @@ const std::vector<NodeId> kRacks = {11, 12};
 
 class RackSwitch : public ::testing::Test {
  protected:
-  RackSwitch() : sw({proto::Level::rack, 16, 8, Policy::atp}) {
-    sw.add_job({1, kWorkers, {kUp}, 4});
-    sw.add_job({2, kWorkers, {kUp}, 4});
+  RackSwitch() : sw({proto::Level::rack, 16, 8, Policy::atp}) { install_fan_in(2); }
+  // Jobs 1 and 2, whose sums need `fan_in` workers (PacketSpec's default rack_fan_in is 2).
+  void install_fan_in(std::uint8_t fan_in) {
+    for (std::uint32_t id : {1u, 2u}) {
+      SwitchJob job{id, kWorkers, {kUp}, 4};
+      job.fan_in = fan_in;
+      sw.add_job(job);
+    }
   }
   // Runs one packet through; returns the verdict, rewrites `p` in place.
   Forwarding run(std::vector<std::uint8_t>& p, bool congested = false) {
@@ -66,6 +71,7 @@ TEST_F(RackSwitch, LastFragmentCompletesAndForwardsTheSumAsARackSum) {
 }
 
 TEST_F(RackSwitch, TwoRackJobSendsCompletedSumToLevelTwo) {
+  install_fan_in(1);  // the job's only worker in this rack
   PacketSpec s = worker(0, {4});
   s.job_fan_in = 2;
   s.rack = 1;
@@ -134,6 +140,7 @@ TEST_F(RackSwitch, SeqAWindowLaterReclaimsAStaleAggregator) {
 }
 
 TEST_F(RackSwitch, ResendFlushesPartialPlusItsOwnValuesAndFrees) {
+  install_fan_in(3);
   PacketSpec three = worker(0, {1, 2, 3});
   three.rack_fan_in = 3;
   auto a = make_packet(three);
@@ -153,6 +160,7 @@ TEST_F(RackSwitch, ResendFlushesPartialPlusItsOwnValuesAndFrees) {
 }
 
 TEST_F(RackSwitch, ResendOfCountedWorkerFlushesOnlyThePartial) {
+  install_fan_in(3);
   PacketSpec s = worker(0, {1, 2, 3});
   s.rack_fan_in = 3;
   auto a = make_packet(s);
@@ -290,7 +298,9 @@ TEST_F(RackSwitch, ValueCountMismatchIsTreatedAsCollision) {
 class SpineSwitch : public ::testing::Test {
  protected:
   SpineSwitch() : sw({proto::Level::spine, 16, 8, Policy::atp}) {
-    sw.add_job({1, kRacks, {kPs0, kPs1}, 4});
+    SwitchJob job{1, kRacks, {kPs0, kPs1}, 4};
+    job.fan_in = 2;
+    sw.add_job(job);
   }
   PacketSpec rack_sum(std::uint8_t rack, std::vector<std::int32_t> values) {
     PacketSpec s;
@@ -413,6 +423,33 @@ TEST(SwitchFanIn, HeaderDisagreeingWithTheInstalledFanInIsNotAggregated) {
   EXPECT_EQ(sw.process(ok).action, Action::drop);  // absorbed: 1 of 3
 }
 
+// Found by the switch-pipeline fuzzer when a job could be installed without a fan-in: a spine
+// aggregator claimed by a header of fan-in 3 (racks 0b100) was joined by one of fan-in 1, and
+// the "complete" sum left with a bitmap beyond its fan-in. Now neither header can mix.
+TEST(SwitchFanIn, HeadersOfOtherFanInsNeverShareAnAggregator) {
+  SwitchPipeline sw({proto::Level::spine, 16, 8, Policy::atp});
+  SwitchJob job{1, kRacks, {kPs0}, 4};
+  job.fan_in = 1;
+  sw.add_job(job);
+  PacketSpec wide;
+  wide.level = proto::Level::spine;
+  wide.job_fan_in = 3;
+  wide.rack = 0;
+  wide.rack_fan_in = 1;
+  wide.workers = 0;
+  wide.racks = 0b100;
+  auto a = make_packet(wide);
+  ASSERT_EQ(sw.process(a).action, Action::unicast);  // forwarded, not aggregated
+  EXPECT_EQ(sw.pool().in_use(), 0u);
+  PacketSpec narrow = wide;
+  narrow.job_fan_in = 1;
+  narrow.racks = 0b1;
+  auto b = make_packet(narrow);
+  ASSERT_EQ(sw.process(b).action, Action::unicast);  // complete on its own
+  EXPECT_EQ(header_of(b).racks_bitmap, 0b1u);  // header_of throws on a malformed packet
+  EXPECT_EQ(sw.job_counters(1)->fan_in_mismatch, 1u);
+}
+
 TEST_F(RackSwitch, ResendNamingSeveralWorkersIsForwardedAsIs) {
   auto a = make_packet(worker(0, {1}));
   run(a);
@@ -428,7 +465,7 @@ TEST_F(RackSwitch, ResendNamingSeveralWorkersIsForwardedAsIs) {
 
 TEST(StaticPolicy, UsesOnlyTheJobsSlice) {
   SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::static_partition});
-  sw.add_job({1, kWorkers, {kUp}, 4, /*first=*/8, /*count=*/2});
+  sw.add_job({1, kWorkers, {kUp}, 4, /*first=*/8, /*count=*/2, /*fan_in=*/2});
   PacketSpec s;
   s.seq = 5;  // slots map in order: 8 + 5 % 2 = 9
   auto p = make_packet(s);
@@ -458,6 +495,8 @@ TEST(NonePolicy, ForwardsEverythingUntouched) {
 TEST(SwitchConfigTest, RejectsBadJobs) {
   SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::atp});
   EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 3}), std::invalid_argument);  // window
+  EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/0}), std::invalid_argument);
+  EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/33}), std::invalid_argument);
   EXPECT_THROW(sw.add_job({1, kWorkers, {}, 4}), std::invalid_argument);     // no upstream
   EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 4, 10, 10}), std::invalid_argument);
   EXPECT_THROW(SwitchPipeline({proto::Level::parameter_server, 16, 8, Policy::atp}),
@@ -476,6 +515,7 @@ class IsolatedSwitch : public ::testing::Test {
   IsolatedSwitch() : sw({proto::Level::rack, 16, 8, Policy::atp}) {
     SwitchJob job{1, kWorkers, {kUp}, 4};
     job.token = 0xC0FFEE;
+    job.fan_in = 2;
     sw.add_job(job);
   }
   PacketSpec fragment(std::uint8_t rank, std::uint32_t token = 0xC0FFEE) {

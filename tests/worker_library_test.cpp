@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "daemons/ps_daemon.h"
@@ -129,6 +130,30 @@ TEST_F(WorkerLibrary, AWorkerAloneFailsWithTheReasonAtTheDeadline) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("no result"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(WorkerLibrary, WorkersStartedFromDifferentFilesFailRatherThanSumWrongly) {
+  // Rank 1 reads a copy of the file with another scale: summed with rank 0's integers its
+  // values would be meaningless. Its packets carry another wire token, so they are dropped as
+  // forged and both workers fail at the deadline instead.
+  std::stringstream text;
+  text << std::ifstream(path_).rdbuf();
+  const auto other = control::ClusterConfig::parse(text.str() + "scale = 1024.0\n");
+  auto run = [](std::unique_ptr<Communicator> comm, std::string& error) {
+    std::vector<float> in(1000, 0.5f), out(1000);
+    try {
+      comm->allreduce(in, out);
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+  };
+  std::string error0, error1;
+  std::thread peer(run, Communicator::from_cluster(other, 5, 1), std::ref(error1));
+  run(Communicator::from_cluster(*cluster_, 5, 0), error0);
+  peer.join();
+  EXPECT_NE(error0.find("no result"), std::string::npos) << error0;
+  EXPECT_NE(error1.find("no result"), std::string::npos) << error1;
+  EXPECT_GT(switch_->stats()["jobs"]["5"]["forged"].get<std::uint64_t>(), 0u);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   atp::apps::add_daemon_commands(app);
   atp::apps::add_worker_command(app);
   atp::apps::add_ctl_command(app);
+  atp::apps::add_check_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

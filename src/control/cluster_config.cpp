@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 #include <toml++/toml.h>
 
+#include "proto/crc32.h"
 #include "quant/quantizer.h"
 
 namespace atp::control {
@@ -238,6 +240,22 @@ float ClusterConfig::scale_of(const JobConfig& job) const {
   return quant::choose_scale(job.max_gradient, static_cast<int>(job.workers.size()));
 }
 
+// Every number the job's parties must agree on, folded into the token they carry: a worker or
+// daemon started from a file that differs in any of them (another scale would make a
+// meaningless sum, another K or membership a stuck one) is dropped as `forged` everywhere and
+// its job fails at the deadline with an error, instead of summing wrongly.
+std::uint32_t ClusterConfig::wire_token(std::uint32_t id) const {
+  const JobConfig& j = job(id);
+  const float scale = scale_of(j);
+  std::uint32_t scale_bits;
+  std::memcpy(&scale_bits, &scale, sizeof scale_bits);
+  std::string shape = std::to_string(j.id) + '|' + std::to_string(j.window) + '|' +
+                      std::to_string(j.values_per_packet) + '|' + std::to_string(scale_bits);
+  for (const auto& ps : j.parameter_servers) shape += '|' + ps + '@' + server_named(ps).address.str();
+  for (const auto& w : j.workers) shape += '|' + w.rack + '@' + w.address.str();
+  return j.token ^ proto::crc32(reinterpret_cast<const std::uint8_t*>(shape.data()), shape.size());
+}
+
 bool ClusterConfig::serves(const SwitchSpec& s, const JobConfig& job) const {
   if (s.level == proto::Level::rack) {
     for (const auto& w : job.workers)
@@ -273,7 +291,7 @@ std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& na
     const Placement p = placement(job);
     engines::SwitchJob sj;
     sj.job = job.id;
-    sj.token = job.token;
+    sj.token = wire_token(job.id);
     sj.window = job.window;
     std::vector<NodeId> servers;
     for (const auto& ps : job.parameter_servers) servers.push_back(book.id_of(server_named(ps).address));
@@ -332,7 +350,7 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
       pool = std::max(pool, s.aggregators / s.threads);  // one shard's pool
     }
     pj.pool_size = pool;
-    pj.token = job.token;
+    pj.token = wire_token(job.id);
     out.push_back(pj);
   }
   return out;
@@ -359,7 +377,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());
   c.uplink = book.id_of(address_for(job.workers[rank].rack, job.id));
   c.deadline = job.deadline;
-  c.token = job.token;
+  c.token = wire_token(job.id);
   return c;
 }
 

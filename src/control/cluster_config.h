@@ -74,6 +74,10 @@ class ClusterConfig {
   // What to install on parameter server `name`.
   std::vector<engines::PsJob> server_jobs(const std::string& name,
                                           runtime::AddressBook& book) const;
+  // The token job `id`'s packets carry: the file's `token` mixed with a digest of everything
+  // the job's parties must agree on (window, K, scale, servers, workers), so parties started
+  // from different files never sum together.
+  std::uint32_t wire_token(std::uint32_t id) const;
   // The engine configuration of worker `rank` of job `id`.
   engines::WorkerConfig worker_config(std::uint32_t id, std::size_t rank,
                                       runtime::AddressBook& book) const;

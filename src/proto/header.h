@@ -81,7 +81,7 @@ std::string_view to_string(DecodeError e);
 // Parses and validates the header of `packet` (the whole UDP payload, values included).
 DecodeError decode(std::span<const std::uint8_t> packet, Header& out);
 
-// Writes the 40 header bytes; the caller owns the values that follow.
+// Writes the 44 header bytes; the caller owns the values that follow.
 void encode(const Header& h, std::span<std::uint8_t> out);
 
 // Rewrites only the mutable fields a switch touches (flags, level, bitmaps), in place.

@@ -99,7 +99,9 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
   };
   std::vector<std::pair<NodeId, SwitchNode*>> rack_switches;
   for (std::size_t r = 0; r < racks; ++r) rack_switches.push_back(add_switch(proto::Level::rack));
-  const auto [spine_id, spine] = add_switch(proto::Level::spine);
+  const auto spine_pair = add_switch(proto::Level::spine);  // no structured binding: a lambda uses it
+  const NodeId spine_id = spine_pair.first;
+  SwitchNode* const spine = spine_pair.second;
   for (const auto& [id, node] : rack_switches) sim.connect(id, spine_id, spec.core_link);
 
   // Every job has its own parameter servers, each on its own host behind the PS-rack switch.

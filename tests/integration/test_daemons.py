@@ -199,21 +199,24 @@ class Loopback(unittest.TestCase):
             c.close()
 
     def test_forgeries_touch_no_running_job(self):
-        # A rogue process knows job 1's id, shape and even its token, but is not one of its
-        # members; it also guesses tokens. Its fragments, resends and results must neither free
-        # nor pollute job 1's aggregators, and must show in the counters.
+        # A rogue process knows job 1's id, shape and even its wire token, but is not one of
+        # its members; it also guesses tokens. Its fragments, resends and results must neither
+        # free nor pollute job 1's aggregators, and must show in the counters.
         c = self.run_cluster(1, 1, 3, token=424242)
         try:
             with open(c.config) as f:
                 addresses = [l.split('"')[1] for l in f.read().splitlines() if l.startswith("address")]
             switch, ps = addresses[0], addresses[1]
+            derived = json.loads(subprocess.run([ATP, "check", "--config", c.config, "--json"],
+                                                check=True, capture_output=True).stdout)
+            wire_token = int(derived["jobs"][0]["wire_token"], 16)
             workers = [c.worker(1, r, floats=400000, iterations=10) for r in range(3)]
             sent = 0
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rogue:
                 deadline = time.time() + 1.0
                 seq = 0
                 while time.time() < deadline:
-                    for token in (424242, 1):
+                    for token in (wire_token, 424242, 1):
                         for flags in (0x00, 0x02, 0x01):  # fragment, resend, result
                             bitmap = 0 if flags == 0x01 else 1
                             header = struct.pack(">BBBBIIIIIIBBBBHHII", 1, flags, 1, 0, 1, 0, seq,

@@ -92,6 +92,8 @@ void SwitchPipeline::add_job(SwitchJob job) {
                                 ": window must be a power of two up to 2^20");
   if (job.upstream.empty())
     throw std::invalid_argument("job " + std::to_string(job.job) + ": no upstream hop");
+  if (job.fan_in == 0 || job.fan_in > proto::kMaxFanIn)
+    throw std::invalid_argument("job " + std::to_string(job.job) + ": fan-in must be 1..32");
   if (std::uint64_t{job.static_first} + job.static_count > pool_.size())
     throw std::invalid_argument("job " + std::to_string(job.job) +
                                 ": static slice exceeds the aggregator pool");
@@ -201,7 +203,7 @@ bool SwitchPipeline::aggregatable(const Context& c) const {
 bool SwitchPipeline::fan_in_agrees(Context& c) const {
   const std::uint8_t installed = c.job->config.fan_in;
   const std::uint8_t claimed = config_.level == Level::rack ? c.h.rack_fan_in : c.h.job_fan_in;
-  if (installed == 0 || installed == claimed) return true;
+  if (installed == claimed) return true;
   ++c.job->counters.fan_in_mismatch;
   return false;
 }

@@ -50,8 +50,8 @@ struct SwitchJob {
   std::uint32_t static_count = 0;
   // Contributions a complete sum needs here: the job's workers in this rack (level 1) or its
   // racks (level 2). Packets whose header says otherwise are not aggregated, so a misconfigured
-  // worker cannot complete a sum early. 0 leaves the check to the header alone.
-  std::uint8_t fan_in = 0;
+  // worker cannot complete a sum early, nor one sum mix headers of different shapes.
+  std::uint8_t fan_in = 1;
   // Tenant isolation: packets of the job must carry this token, and come from a downstream
   // member (upward) or an upstream hop (downward).
   std::uint32_t token = 0;

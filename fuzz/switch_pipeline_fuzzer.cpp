@@ -1,0 +1,162 @@
+// The switch pipeline on packet sequences from honest members, strangers and forgers, mixed
+// with control-plane changes. Besides "no crash, no UB", it checks after every packet:
+//  - tenant isolation: a packet that may not speak for its job (wrong token, or a sender the
+//    job does not list) is dropped and changes no aggregator; a packet of job A never changes
+//    an aggregator job B holds;
+//  - what leaves is a well-formed ATP packet of the same length, sent only to the job's own
+//    members or next hops;
+//  - pool bookkeeping: every held aggregator belongs to an installed job, and its count is the
+//    number of contributors in its bitmap.
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "engines/switch/switch_pipeline.h"
+#include "fuzz_packets.h"
+
+namespace {
+
+using namespace atp;
+using engines::AggregatorPool;
+using engines::AggregatorState;
+
+constexpr std::uint32_t kJobs = 3;
+constexpr std::uint32_t kPool = 8;
+constexpr std::uint16_t kWidth = 8;
+
+std::uint32_t token_of(std::uint32_t job) { return 0xA7000000u + job; }
+
+engines::SwitchJob make_job(std::uint32_t id, FuzzedDataProvider& in) {
+  engines::SwitchJob j;
+  j.job = id;
+  const unsigned members = in.ConsumeIntegralInRange<unsigned>(1, 4);
+  for (unsigned m = 0; m < members; ++m) j.downstream.push_back(10 * id + m);
+  j.upstream = {100 + id};
+  if (in.ConsumeBool()) j.upstream.push_back(200 + id);  // a second PS shard
+  j.window = 1u << in.ConsumeIntegralInRange<unsigned>(0, 3);
+  j.static_first = (id - 1) * 2;
+  j.static_count = in.ConsumeIntegralInRange<std::uint32_t>(0, 2);
+  // Usually the real fan-in; sometimes one the headers disagree with.
+  j.fan_in = in.ConsumeBool() ? static_cast<std::uint8_t>(members)
+                              : in.ConsumeIntegralInRange<std::uint8_t>(1, 4);
+  j.token = token_of(id);
+  return j;
+}
+
+struct Snapshot {
+  std::vector<AggregatorState> state;
+  std::vector<std::int32_t> values;
+};
+
+Snapshot snapshot(const AggregatorPool& pool) {
+  Snapshot s;
+  auto& p = const_cast<AggregatorPool&>(pool);
+  for (std::uint32_t i = 0; i < pool.size(); ++i) {
+    s.state.push_back(pool.state(i));
+    s.values.insert(s.values.end(), p.values(i), p.values(i) + pool.width());
+  }
+  return s;
+}
+
+bool same_aggregator(const Snapshot& a, const Snapshot& b, std::uint32_t i) {
+  const AggregatorState &x = a.state[i], &y = b.state[i];
+  return x.valid == y.valid && x.complete == y.complete && x.ecn == y.ecn &&
+         x.wrapped == y.wrapped && x.owner == y.owner && x.bitmap == y.bitmap &&
+         x.count == y.count && x.value_count == y.value_count &&
+         std::equal(a.values.begin() + i * kWidth, a.values.begin() + (i + 1) * kWidth,
+                    b.values.begin() + i * kWidth);
+}
+
+bool contains(const std::vector<NodeId>& v, NodeId n) {
+  return std::find(v.begin(), v.end(), n) != v.end();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  FuzzedDataProvider in(data, size);
+  engines::SwitchConfig config;
+  config.level = in.ConsumeBool() ? proto::Level::rack : proto::Level::spine;
+  config.pool_size = kPool;
+  config.values_per_aggregator = kWidth;
+  config.policy = static_cast<engines::Policy>(in.ConsumeIntegralInRange<int>(0, 2));
+  engines::SwitchPipeline sw(config);
+
+  std::vector<std::optional<engines::SwitchJob>> installed(kJobs + 1);
+  for (std::uint32_t id = 1; id <= kJobs; ++id) {
+    installed[id] = make_job(id, in);
+    sw.add_job(*installed[id]);
+  }
+  const std::vector<std::uint32_t> tokens = {token_of(1), token_of(2), token_of(3)};
+  const fuzzing::PacketRanges ranges{kJobs, 16, kPool * 2, kWidth + 2};
+
+  for (int step = 0; step < 256 && in.remaining_bytes() > 0; ++step) {
+    const int op = in.ConsumeIntegralInRange<int>(0, 31);
+    if (op == 0) {  // the control plane removes or (re)installs a job
+      const auto id = in.ConsumeIntegralInRange<std::uint32_t>(1, kJobs);
+      if (installed[id] && in.ConsumeBool()) {
+        sw.remove_job(id);
+        installed[id].reset();
+        for (std::uint32_t i = 0; i < kPool; ++i)
+          if (sw.pool().state(i).valid && sw.pool().state(i).owner.job == id) std::abort();
+      } else {
+        installed[id] = make_job(id, in);
+        sw.add_job(*installed[id]);
+      }
+      continue;
+    }
+
+    std::vector<std::uint8_t> packet = fuzzing::next_packet(in, ranges, tokens);
+    // Who sends it: a member of some job, a PS-side hop, a stranger, or a trusted caller.
+    std::optional<NodeId> from;
+    switch (in.ConsumeIntegralInRange<int>(0, 4)) {
+      case 0: from = std::nullopt; break;
+      case 1: from = kUnknownNode; break;
+      case 2: from = 100 + in.ConsumeIntegralInRange<NodeId>(1, kJobs); break;
+      default: from = 10 * in.ConsumeIntegralInRange<NodeId>(1, kJobs) +
+                      in.ConsumeIntegralInRange<NodeId>(0, 3);
+    }
+    const bool congested = in.ConsumeBool();
+
+    proto::Header h;
+    const bool decodes = proto::decode(packet, h) == proto::DecodeError::ok;
+    const engines::SwitchJob* job =
+        decodes && h.job >= 1 && h.job <= kJobs && installed[h.job] ? &*installed[h.job] : nullptr;
+    const bool authentic =
+        job && h.token == job->token &&
+        (!from || contains(h.is_downward() ? job->upstream : job->downstream, *from));
+
+    const Snapshot before = snapshot(sw.pool());
+    const std::size_t length = packet.size();
+    const engines::Forwarding verdict = sw.process(packet, from, congested);
+    const Snapshot after = snapshot(sw.pool());
+
+    if (!authentic && verdict.action != engines::Forwarding::Action::drop) std::abort();
+    for (std::uint32_t i = 0; i < kPool; ++i) {
+      const bool changed = !same_aggregator(before, after, i);
+      if (changed && !authentic) std::abort();  // a forgery or stranger touched the pool
+      if (changed && before.state[i].valid && before.state[i].owner.job != h.job)
+        std::abort();  // job h.job changed an aggregator another job held
+      const AggregatorState& a = after.state[i];
+      if (a.valid && (a.owner.job > kJobs || !installed[a.owner.job])) std::abort();
+      if (a.valid && a.count != std::popcount(a.bitmap)) std::abort();
+    }
+
+    if (verdict.action == engines::Forwarding::Action::drop) continue;
+    proto::Header out;
+    if (packet.size() != length || proto::decode(packet, out) != proto::DecodeError::ok)
+      std::abort();
+    if (out.job != h.job || out.seq != h.seq || out.token != h.token) std::abort();
+    if (verdict.action == engines::Forwarding::Action::unicast &&
+        !contains(job->upstream, verdict.to) && !contains(job->downstream, verdict.to))
+      std::abort();
+    if (verdict.action == engines::Forwarding::Action::multicast &&
+        !std::equal(verdict.group.begin(), verdict.group.end(), job->downstream.begin(),
+                    job->downstream.end()))
+      std::abort();
+  }
+  return 0;
+}

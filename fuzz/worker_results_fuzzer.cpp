@@ -1,0 +1,171 @@
+// The worker's result path: results, duplicates, float requests, remaps, forgeries and timer
+// expiries in any order, over tensors of any size and content (huge values, NaN, infinity).
+//
+// Honest mode answers each fragment the worker sent with what a PS would send if a second
+// worker had the same gradient (twice the fragment, as int32 or as floats), in any order and
+// any number of times; when the allreduce finishes, the output must equal the exact sum.
+// Chaos mode adds arbitrary packets with the right token. In both, a forged packet or a
+// stranger's must change nothing (not the output buffer, not the state), and everything the
+// worker sends must be a well-formed upward packet to its uplink.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "engines/worker/worker.h"
+#include "fuzz_packets.h"
+#include "sim/gradients.h"
+
+namespace {
+
+using namespace atp;
+
+constexpr NodeId kUplink = 50;
+constexpr std::uint32_t kToken = 0xC0FFEE;
+
+float next_value(FuzzedDataProvider& in) {
+  switch (in.ConsumeIntegralInRange<int>(0, 15)) {
+    case 0: return std::numeric_limits<float>::quiet_NaN();
+    case 1: return std::numeric_limits<float>::infinity();
+    case 2: return in.ConsumeFloatingPoint<float>();  // anything, huge included
+    default: return in.ConsumeFloatingPointInRange<float>(-1.0f, 1.0f);
+  }
+}
+
+// What a PS answers to `fragment` when the job's other worker sent the same values.
+std::vector<std::uint8_t> doubled_result(std::vector<std::uint8_t> fragment) {
+  proto::Header h;
+  if (proto::decode(fragment, h) != proto::DecodeError::ok) std::abort();
+  const bool floats = h.has(proto::flag::kOverflow);
+  h.flags = proto::flag::kResult | (floats ? proto::flag::kOverflow : 0);
+  h.next_level = proto::Level::parameter_server;
+  h.workers_bitmap = 0b11;
+  proto::encode(h, fragment);
+  for (unsigned i = 0; i < h.value_count; ++i) {
+    std::uint8_t* at = fragment.data() + proto::kHeaderBytes + 4 * i;
+    if (floats) {
+      float f;
+      const std::uint32_t bits = proto::load_be32(at);
+      std::memcpy(&f, &bits, 4);
+      f = static_cast<float>(static_cast<double>(f) + static_cast<double>(f));
+      std::uint32_t out;
+      std::memcpy(&out, &f, 4);
+      proto::store_be32(at, out);
+    } else {
+      proto::store_be_i32(at, 2 * proto::load_be_i32(at));  // within sum_safe_magnitude(2)
+    }
+  }
+  return fragment;
+}
+
+bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  FuzzedDataProvider in(data, size);
+  const bool honest = in.ConsumeBool();
+  engines::WorkerConfig config;
+  config.job = 1;
+  config.rack_fan_in = 2;
+  config.job_workers = 2;
+  config.values_per_packet = 4;
+  config.window = 1u << in.ConsumeIntegralInRange<unsigned>(0, 3);
+  config.scale = 1 << 20;
+  config.uplink = kUplink;
+  config.token = kToken;
+  engines::Worker worker(config);
+
+  std::vector<float> input(in.ConsumeIntegralInRange<std::size_t>(0, 48));
+  for (float& v : input) v = next_value(in);
+  std::vector<float> output(input.size(), -12345.0f);
+
+  Outbox out;
+  Time now = 0;
+  std::map<std::uint32_t, std::vector<std::uint8_t>> sent;  // latest fragment per seq
+  auto collect = [&] {
+    for (const Datagram& d : out.packets()) {
+      proto::Header h;
+      if (d.to != kUplink || proto::decode(d.bytes, h) != proto::DecodeError::ok ||
+          h.is_downward() || h.job != config.job || h.token != kToken)
+        std::abort();
+      sent[h.seq] = d.bytes;
+    }
+    out.clear();
+  };
+  const std::uint32_t tensor = worker.submit(now, input, output, out);
+  collect();
+  const std::vector<std::uint32_t> tokens = {kToken};
+
+  for (int step = 0; step < 512 && in.remaining_bytes() > 0; ++step) {
+    const int op = in.ConsumeIntegralInRange<int>(0, 9);
+    if (op == 0) {  // time passes; retransmission timers fire
+      now += in.ConsumeIntegralInRange<Duration>(0, 2 * kSecond);
+      worker.on_timer(now, out);
+      collect();
+      continue;
+    }
+    std::vector<std::uint8_t> packet;
+    if (!honest && op == 1) {
+      packet = fuzzing::next_packet(in, {1, 16, 16, 6}, tokens);
+    } else if (!sent.empty()) {
+      auto it = sent.begin();
+      std::advance(it, in.ConsumeIntegralInRange<std::size_t>(0, sent.size() - 1));
+      packet = doubled_result(it->second);
+      if (!honest && op == 2) {  // the PS asks for floats instead
+        proto::Header h;
+        if (proto::decode(packet, h) != proto::DecodeError::ok) std::abort();
+        h.flags = proto::flag::kFloatRequest;
+        proto::encode(h, packet);
+      }
+    } else {
+      continue;
+    }
+    if (!honest && op == 3 && packet.size() >= proto::kHeaderBytes) {
+      proto::Header h;
+      if (proto::decode(packet, h) == proto::DecodeError::ok) {
+        h.set(proto::flag::kRemap);
+        h.remap_index = in.ConsumeIntegral<std::uint32_t>();
+        proto::encode(h, packet);
+      }
+    }
+    std::optional<NodeId> from = kUplink;
+    bool forged = false;
+    switch (in.ConsumeIntegralInRange<int>(0, 5)) {
+      case 0: from = kUnknownNode; forged = true; break;
+      case 1: from = std::nullopt; break;
+      case 2:
+        if (packet.size() >= proto::kHeaderBytes) {
+          packet[41] ^= 0x01;  // wrong token
+          forged = true;
+        }
+        break;
+      default: break;
+    }
+    const std::vector<float> output_before = output;
+    const engines::WorkerStats stats_before = worker.stats();
+    worker.on_packet(now, packet, out, from);
+    if (forged) {
+      if (!out.empty() || worker.stats().results != stats_before.results ||
+          !std::equal(output.begin(), output.end(), output_before.begin(), same_float))
+        std::abort();
+    }
+    collect();
+    now += in.ConsumeIntegralInRange<Duration>(0, kMillisecond);
+  }
+
+  if (honest && worker.status(tensor) == engines::AllreduceStatus::done) {
+    sim::ExactSum exact(config.values_per_packet, config.scale, 2);
+    exact.reset(input.size());
+    exact.add(input);
+    exact.add(input);
+    std::vector<float> expected(input.size());
+    exact.finish(expected);
+    for (std::size_t i = 0; i < input.size(); ++i)
+      if (!same_float(output[i], expected[i])) std::abort();
+  }
+  return 0;
+}
