@@ -29,7 +29,8 @@ inline std::vector<std::uint8_t> next_packet(FuzzedDataProvider& in, const Packe
   h.next_level = static_cast<proto::Level>(in.ConsumeIntegralInRange<int>(0, 2));
   h.ps_index = in.ConsumeIntegralInRange<std::uint8_t>(0, 2);
   h.job = in.ConsumeIntegralInRange<std::uint32_t>(0, r.jobs + 1);
-  h.tensor = in.ConsumeIntegralInRange<std::uint32_t>(0, 2);
+  h.tensor = proto::wire_tensor(in.ConsumeIntegralInRange<std::uint16_t>(0, 2),
+                                in.ConsumeIntegralInRange<std::uint32_t>(0, 2));
   h.seq = in.ConsumeIntegralInRange<std::uint32_t>(0, r.seqs - 1);
   h.aggregator = in.ConsumeIntegralInRange<std::uint32_t>(0, r.aggregators - 1);
   h.rack_fan_in = in.ConsumeIntegralInRange<std::uint8_t>(1, 4);

@@ -26,10 +26,10 @@ constexpr std::uint16_t kValues = 4;
 std::uint32_t token_of(std::uint32_t job) { return 0x5EC00000u + job; }
 NodeId switch_of(std::uint32_t job) { return 100 + job; }
 
-// Worker w's gradient value i for fragment seq: small, so no integer sum overflows unless
-// the fuzzer marks it wrapped.
-std::int32_t gradient(unsigned worker, std::uint32_t seq, unsigned i) {
-  return static_cast<std::int32_t>((worker * 7 + seq * 3 + i) % 11) - 5;
+// Worker w's gradient value i for fragment seq in run `run`: small, so no integer sum
+// overflows unless the fuzzer marks it wrapped.
+std::int32_t gradient(unsigned worker, std::uint32_t seq, unsigned i, unsigned run) {
+  return static_cast<std::int32_t>((worker * 7 + seq * 3 + i + run * 5) % 11) - 5;
 }
 
 struct JobShape {
@@ -58,13 +58,14 @@ JobShape make_job(std::uint32_t id, FuzzedDataProvider& in) {
 
 // A sum a switch could have produced: racks in `racks_bitmap` complete, plus `workers` of `rack`.
 std::vector<std::uint8_t> honest_packet(FuzzedDataProvider& in, const JobShape& job,
-                                        std::uint32_t seq) {
+                                        std::uint32_t seq, std::uint16_t run) {
   const auto& per_rack = job.config.workers_per_rack;
   const auto racks = static_cast<unsigned>(per_rack.size());
   proto::Header h;
   h.next_level = proto::Level::parameter_server;
   h.job = job.config.job;
   h.seq = seq;
+  h.tensor = proto::wire_tensor(run, 0);  // a restarted job is a later run at the same seqs
   h.aggregator = seq;
   h.job_fan_in = static_cast<std::uint8_t>(racks);
   h.rack = in.ConsumeIntegralInRange<std::uint8_t>(0, static_cast<std::uint8_t>(racks - 1));
@@ -93,7 +94,7 @@ std::vector<std::uint8_t> honest_packet(FuzzedDataProvider& in, const JobShape& 
     for (unsigned r = 0; r < racks; ++r)
       for (unsigned w = 0; w < per_rack[r]; ++w) {
         const bool in_sum = (h.racks_bitmap >> r & 1) || (r == h.rack && (h.workers_bitmap >> w & 1));
-        if (in_sum) sum += gradient(job.first_worker[r] + w, seq, i);
+        if (in_sum) sum += gradient(job.first_worker[r] + w, seq, i, run);
       }
     std::uint8_t* at = p.data() + proto::kHeaderBytes + 4 * i;
     if (as_floats) {
@@ -114,7 +115,7 @@ void check_result(const JobShape& job, const proto::Header& h, std::span<const s
   if (h.value_count != kValues) std::abort();
   for (unsigned i = 0; i < kValues; ++i) {
     std::int64_t exact = 0;
-    for (unsigned w = 0; w < job.workers; ++w) exact += gradient(w, h.seq, i);
+    for (unsigned w = 0; w < job.workers; ++w) exact += gradient(w, h.seq, i, proto::run_of(h.tensor));
     const std::uint8_t* at = p.data() + proto::kHeaderBytes + 4 * i;
     if (h.has(proto::flag::kOverflow)) {
       float f;
@@ -148,7 +149,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const JobShape& job = jobs[id - 1];
     std::vector<std::uint8_t> packet;
     if (honest) {
-      packet = honest_packet(in, job, in.ConsumeIntegralInRange<std::uint32_t>(0, 4 * job.config.window));
+      const auto seq = in.ConsumeIntegralInRange<std::uint32_t>(0, 4 * job.config.window);
+      packet = honest_packet(in, job, seq, in.ConsumeIntegralInRange<std::uint16_t>(0, 1));
     } else {
       packet = fuzzing::next_packet(in, ranges, tokens);
     }

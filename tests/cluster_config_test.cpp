@@ -179,6 +179,8 @@ TEST(ClusterConfig, SizesBeyondTheHeadersFieldsAreRejected) {
   EXPECT_EQ(c.jobs()[0].id, 4294967295u);  // every 32-bit job id fits the header
   expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 1\nvalues_per_packet = 1025" + one_worker,
                   "values_per_packet");
+  // Found by the config fuzzer: accepted by the file, then refused by the switch at start.
+  expect_rejected(std::string(kSwitch) + "values_per_aggregator = 2256\n" + kPs, "values_per_aggregator");
 }
 
 }  // namespace

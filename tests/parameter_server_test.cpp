@@ -109,6 +109,35 @@ TEST_F(ParameterServerTest, LatePacketGetsTheResultAgain) {
   EXPECT_EQ(counters().late_results, 1u);
 }
 
+// A job restarted on the same PS (all workers anew, seq and tensor counters from 0) must not
+// be answered with the results its earlier run left: without runs it got them, silently wrong.
+TEST_F(ParameterServerTest, ALaterRunNeverMeetsAnEarlierRunsStateAndNotTheOtherWayRound) {
+  PacketSpec all = rack_sum(0, {3});
+  all.racks = 0b11;
+  send(all);  // run 0 completes seq 0; its result is kept for late resends
+  sent();
+  PacketSpec next = single(0, 0, {10});
+  next.tensor = proto::wire_tensor(1, 0);  // run 1's first fragment at seq 0
+  send(next);
+  EXPECT_TRUE(sent().empty());  // no stale result: a new sum starts
+  PacketSpec rest = rack_sum(1, {5});
+  rest.tensor = next.tensor;
+  send(rest);
+  PacketSpec last = single(0, 1, {20});
+  last.tensor = next.tensor;
+  send(last);
+  auto results = sent();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(values_of(results[0])[0], 35);
+  EXPECT_EQ(header_of(results[0]).tensor, next.tensor);
+
+  PacketSpec old = single(0, 1, {1});  // a late resend of run 0 finds nothing now
+  old.flags = flag::kResend;
+  send(old);
+  EXPECT_TRUE(sent().empty());
+  EXPECT_EQ(counters().stale, 1u);
+}
+
 std::int32_t float_bits(float f) {
   std::int32_t b;
   std::memcpy(&b, &f, 4);

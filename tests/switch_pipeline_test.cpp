@@ -139,6 +139,21 @@ TEST_F(RackSwitch, SeqAWindowLaterReclaimsAStaleAggregator) {
   EXPECT_EQ(counters().stale_reclaimed, 1u);
 }
 
+TEST_F(RackSwitch, ALaterRunOfTheJobReclaimsWhatAnEarlierRunHeld) {
+  auto a = make_packet(worker(0, {1}));  // run 0, seq 0: claims, never completes (workers died)
+  run(a);
+  PacketSpec s = worker(1, {7});
+  s.tensor = proto::wire_tensor(1, 0);  // run 1, seq 0 again
+  auto p = make_packet(s);
+  EXPECT_EQ(run(p).action, Action::drop);  // claimed afresh, not added to run 0's partial sum
+  EXPECT_EQ(agg().owner.tensor, s.tensor);
+  EXPECT_EQ(agg().bitmap, 0b10u);
+  EXPECT_EQ(counters().stale_reclaimed, 1u);
+  auto late = make_packet(worker(0, {1}));  // run 0's delayed duplicate: a collision now
+  ASSERT_EQ(run(late).action, Action::unicast);
+  EXPECT_TRUE(header_of(late).has(flag::kCollision));
+}
+
 TEST_F(RackSwitch, ResendFlushesPartialPlusItsOwnValuesAndFrees) {
   install_fan_in(3);
   PacketSpec three = worker(0, {1, 2, 3});

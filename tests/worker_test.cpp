@@ -109,6 +109,37 @@ TEST_F(WorkerTest, WritesDequantizedResultsAndCompletes) {
   EXPECT_FALSE(w.next_timer().has_value());
 }
 
+TEST(WorkerRun, FragmentsNameTheRunAndOnlyThatRunsResultsCount) {
+  WorkerConfig c;
+  c.values_per_packet = 4;
+  c.window = 4;
+  c.run = 0x1234;
+  Worker w(c);
+  Outbox out;
+  std::vector<float> in(4, 1.0f), result(4);
+  const auto id = w.submit(0, in, result, out);
+  ASSERT_EQ(out.size(), 1u);
+  auto fragment = out.packets()[0].bytes;
+  const auto h = header_of(fragment);
+  EXPECT_EQ(h.tensor, proto::wire_tensor(0x1234, id));
+  EXPECT_EQ(proto::run_of(h.tensor), 0x1234);
+
+  PacketSpec r;
+  r.job = h.job;
+  r.seq = h.seq;
+  r.flags = flag::kResult;
+  r.workers = 0;
+  r.values.assign(4, 0);
+  r.tensor = proto::wire_tensor(0x1233, id);  // the same seq and counter of an earlier run
+  auto stale = make_packet(r);
+  w.on_packet(1, stale, out);
+  EXPECT_EQ(w.status(id), AllreduceStatus::pending);
+  r.tensor = h.tensor;
+  auto fresh = make_packet(r);
+  w.on_packet(2, fresh, out);
+  EXPECT_EQ(w.status(id), AllreduceStatus::done);
+}
+
 TEST_F(WorkerTest, DuplicateResultsAreIgnored) {
   w.submit(0, input, output, out);
   auto frags = sent();

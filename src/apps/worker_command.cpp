@@ -19,6 +19,7 @@ namespace {
 struct WorkerOptions {
   std::string config, json_out, progress_file;
   std::uint32_t job = 0, rank = 0, iterations = 3, tensors = 1;
+  std::uint16_t run = 0;
   std::size_t floats = 1 << 20;
   std::uint64_t seed = 1;
   bool verify = true, json = false;
@@ -26,7 +27,7 @@ struct WorkerOptions {
 
 void run_worker(const WorkerOptions& o) {
   const auto cluster = control::ClusterConfig::load(o.config);
-  auto comm = Communicator::from_cluster(cluster, o.job, o.rank);
+  auto comm = Communicator::from_cluster(cluster, o.job, o.rank, o.run);
   const engines::WorkerConfig& wc = comm->config();
   const sim::GradientSource gradients{o.seed};
   std::vector<std::vector<float>> input(o.tensors, std::vector<float>(o.floats));
@@ -102,6 +103,10 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--config", o.config, "Cluster file (TOML)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--job", o.job, "Job id")->required();
   cmd->add_option("--rank", o.rank, "This worker's position in the job's workers list")->required();
+  cmd->add_option("--run", o.run,
+                  "This run of the job (0..65535): the same for all its workers, later for a "
+                  "later run on the same daemons")
+      ->capture_default_str();
   cmd->add_option("--floats", o.floats, "Floats per tensor")->capture_default_str();
   cmd->add_option("--tensors", o.tensors, "Tensors per iteration (in flight together)")
       ->capture_default_str();

@@ -89,6 +89,8 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
       s.level = static_cast<proto::Level>(level);
       s.aggregators = number<std::uint32_t>(*t, "aggregators", 1024, where);
       s.values_per_aggregator = number<std::uint16_t>(*t, "values_per_aggregator", 256, where);
+      if (s.values_per_aggregator == 0 || s.values_per_aggregator > proto::kMaxValues)
+        fail(where, "values_per_aggregator must be 1..1024");
       const std::string policy = text(*t, "policy", where, false);
       if (!policy.empty() && !engines::parse_policy(policy, s.policy))
         fail(where, "policy must be atp, static or none");

@@ -24,10 +24,15 @@ extern "C" {
 
 atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, char* error,
                         size_t error_size) {
+  return atp_comm_open_run(config_path, job, rank, 0, error, error_size);
+}
+
+atp_comm* atp_comm_open_run(const char* config_path, uint32_t job, uint32_t rank, uint16_t run,
+                            char* error, size_t error_size) {
   try {
     if (config_path == nullptr) throw std::invalid_argument("config_path is NULL");
     auto c = std::make_unique<atp_comm>();
-    c->comm = atp::Communicator::from_cluster_file(config_path, job, rank);
+    c->comm = atp::Communicator::from_cluster_file(config_path, job, rank, run);
     return c.release();
   } catch (const std::exception& e) {
     copy_error(e.what(), error, error_size);

@@ -23,17 +23,20 @@ Communicator::~Communicator() {
 }
 
 std::unique_ptr<Communicator> Communicator::from_cluster(const control::ClusterConfig& cluster,
-                                                         std::uint32_t job, std::size_t rank) {
+                                                         std::uint32_t job, std::size_t rank,
+                                                         std::uint16_t run) {
   runtime::AddressBook book;
   engines::WorkerConfig config = cluster.worker_config(job, rank, book);
+  config.run = run;
   return std::make_unique<Communicator>(config, cluster.job(job).workers[rank].address,
                                         std::move(book));
 }
 
 std::unique_ptr<Communicator> Communicator::from_cluster_file(const std::string& path,
                                                               std::uint32_t job,
-                                                              std::size_t rank) {
-  return from_cluster(control::ClusterConfig::load(path), job, rank);
+                                                              std::size_t rank,
+                                                              std::uint16_t run) {
+  return from_cluster(control::ClusterConfig::load(path), job, rank, run);
 }
 
 void Communicator::allreduce(std::span<const float> input, std::span<float> output) {

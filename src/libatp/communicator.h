@@ -34,10 +34,15 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
+  // `run`: this run of the job, the same for all its workers; a later run of the job on the
+  // same switches and PSs must use a later one (e.g. a counter or a clock in minutes, agreed
+  // through the launcher; atp.torch agrees on one through torch.distributed).
   static std::unique_ptr<Communicator> from_cluster(const control::ClusterConfig& cluster,
-                                                    std::uint32_t job, std::size_t rank);
+                                                    std::uint32_t job, std::size_t rank,
+                                                    std::uint16_t run = 0);
   static std::unique_ptr<Communicator> from_cluster_file(const std::string& path,
-                                                         std::uint32_t job, std::size_t rank);
+                                                         std::uint32_t job, std::size_t rank,
+                                                         std::uint16_t run = 0);
 
   // Sums `input` over every worker of the job into `output` (same size). Throws
   // std::runtime_error if the job cannot finish (see WorkerConfig::deadline).

@@ -168,6 +168,13 @@ void ParameterServer::note_moved_on(Job& job, const proto::Header& h, const Cont
 ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header& h) {
   const std::size_t first = std::size_t{h.seq & (job.config.window - 1)} * 2;
   Entry* pair[2] = {&job.entries[first], &job.entries[first + 1]};
+  // State of an earlier run of the job gives way; a packet of an earlier run finds none.
+  for (Entry* e : pair) {
+    if (!e->used || proto::run_of(e->tensor) == proto::run_of(h.tensor)) continue;
+    if (!proto::later_run(proto::run_of(h.tensor), proto::run_of(e->tensor))) return nullptr;
+    e->used = false;
+    e->result.clear();
+  }
   for (Entry* e : pair)
     if (e->used && e->seq == h.seq) return e->tensor == h.tensor ? e : nullptr;
   for (Entry* e : pair)

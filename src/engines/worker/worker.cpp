@@ -95,7 +95,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   h.ps_index = static_cast<std::uint8_t>(f.seq % config_.parameter_servers);
   h.job = config_.job;
   h.token = config_.token;
-  h.tensor = f.tensor->id;
+  h.tensor = proto::wire_tensor(config_.run, f.tensor->id);
   h.seq = f.seq;
   h.aggregator = aggregator_of_slot_[f.seq & (config_.window - 1)];
   h.workers_bitmap = 1u << config_.rank_in_rack;
@@ -142,7 +142,8 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
     return;
   }
   Fragment& f = slot(h.seq);
-  if (!f.active || f.seq != h.seq || f.acked || f.tensor->id != h.tensor) {
+  if (!f.active || f.seq != h.seq || f.acked ||
+      proto::wire_tensor(config_.run, f.tensor->id) != h.tensor) {
     ++stats_.duplicate_results;
     return;
   }

@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""Train a small MLP on scikit-learn's digits through ATP, and the same run on Gloo.
+
+Two jobs (tenants) of four workers each train at the same time through one `atp switch`: each
+worker is a process running PyTorch DistributedDataParallel, whose gradient buckets are averaged
+by ATP (atp.torch.allreduce_hook). Then the same jobs, seeds and data run with DDP's own Gloo
+allreduce. The script prints both loss curves, their largest difference and the iterations per
+second of each, and exits non-zero if the curves differ by more than --tolerance.
+
+    PYTHONPATH=build/python /usr/bin/python3 examples/train.py [--jobs 2 --workers 4 --epochs 4]
+"""
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from sklearn.datasets import load_digits
+
+import atp
+import atp.torch
+
+
+def free_tcp_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dataset(seed):
+    """Digits (8x8 images, 10 classes), shuffled once by `seed`: 1500 to train, the rest to test."""
+    digits = load_digits()
+    x = torch.tensor(digits.data / 16.0, dtype=torch.float32)
+    y = torch.tensor(digits.target, dtype=torch.int64)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    x, y = x[order], y[order]
+    return (x[:1500], y[:1500]), (x[1500:], y[1500:])
+
+
+def model(hidden, seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(64, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, 10))
+
+
+def worker(backend, job, rank, args, cluster_file, port, results):
+    """One DDP worker: trains on its shard of every batch, reports losses from rank 0."""
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=args.workers)
+    seed = args.seed + job
+    (x, y), (test_x, test_y) = dataset(seed)
+    net = torch.nn.parallel.DistributedDataParallel(model(args.hidden, seed))
+    if backend == "atp":
+        comm = atp.torch.init(cluster_file, job, rank)  # agrees on a run id through gloo
+        net.register_comm_hook(atp.torch.HookState(comm), atp.torch.allreduce_hook)
+    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
+    losses = []
+    steps_per_epoch = len(x) // args.batch
+    dist.barrier()
+    start = time.perf_counter()
+    for epoch in range(args.epochs):
+        for step in range(steps_per_epoch):
+            # Each worker takes its slice of the global batch; the average of the workers'
+            # gradients is the gradient of the whole batch.
+            batch = slice(step * args.batch, (step + 1) * args.batch)
+            xb, yb = x[batch][rank::args.workers], y[batch][rank::args.workers]
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(net(xb), yb)
+            loss.backward()
+            optimizer.step()
+            total = loss.detach().clone()
+            dist.all_reduce(total)  # for the report only: the batch's mean loss
+            losses.append(total.item() / args.workers)
+    elapsed = time.perf_counter() - start
+    with torch.no_grad():
+        accuracy = (net(test_x).argmax(1) == test_y).float().mean().item()
+    if rank == 0:
+        results.put({"backend": backend, "job": job, "losses": losses,
+                     "iterations_per_s": len(losses) / elapsed, "test_accuracy": accuracy})
+    dist.destroy_process_group()
+
+
+def run(backend, args, cluster_file):
+    """Every job's workers at once; returns {job: rank 0's report}."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    procs = []
+    for job in range(1, args.jobs + 1):
+        port = free_tcp_port()
+        for rank in range(args.workers):
+            p = ctx.Process(target=worker, args=(backend, job, rank, args, cluster_file, port, results))
+            p.start()
+            procs.append(p)
+    reports = {}
+    for _ in range(args.jobs):
+        r = results.get(timeout=args.timeout)
+        reports[r["job"]] = r
+    for p in procs:
+        p.join(timeout=args.timeout)
+        if p.exitcode != 0:
+            raise RuntimeError(f"{backend}: a worker exited with {p.exitcode}")
+    return reports
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=2, help="concurrent jobs (tenants)")
+    parser.add_argument("--workers", type=int, default=4, help="workers per job")
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=64, help="global batch size")
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--aggregators", type=int, default=1024, help="the switch's pool")
+    parser.add_argument("--tolerance", type=float, default=1e-3,
+                        help="largest loss difference between ATP and Gloo accepted")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per run")
+    parser.add_argument("--json", metavar="FILE", help="also write the reports here")
+    args = parser.parse_args()
+    if args.jobs < 1 or args.workers < 1 or args.epochs < 1 or args.batch < args.workers:
+        parser.error("jobs, workers and epochs must be positive, and batch at least workers")
+
+    # Gradients of this model stay well below 8: max_gradient picks the scale (values past it
+    # are summed as floats, still exactly).
+    with atp.launch.LocalCluster(jobs=args.jobs, workers=args.workers, max_gradient=8.0,
+                                 aggregators=args.aggregators) as cluster:
+        on_atp = run("atp", args, cluster.config)
+    on_gloo = run("gloo", args, None)
+
+    worst = 0.0
+    for job in range(1, args.jobs + 1):
+        a, g = on_atp[job], on_gloo[job]
+        diff = max(abs(p - q) for p, q in zip(a["losses"], g["losses"]))
+        worst = max(worst, diff)
+        print(f"job {job}: loss by step (ATP | Gloo)")
+        n = len(a["losses"])
+        for i in sorted(set(list(range(0, n, max(1, n // 8))) + [n - 1])):
+            print(f"  step {i:4d}  {a['losses'][i]:.6f} | {g['losses'][i]:.6f}")
+        print(f"  largest difference {diff:.2e}; test accuracy {a['test_accuracy']:.3f} | "
+              f"{g['test_accuracy']:.3f}; iterations/s {a['iterations_per_s']:.1f} | "
+              f"{g['iterations_per_s']:.1f} (ratio {a['iterations_per_s'] / g['iterations_per_s']:.2f})")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"atp": on_atp, "gloo": on_gloo, "largest_difference": worst}, f)
+    ok = worst <= args.tolerance
+    print(f"ATP and Gloo loss curves {'agree' if ok else 'DISAGREE'}: largest difference "
+          f"{worst:.2e} (tolerance {args.tolerance:g})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
