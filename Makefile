@@ -28,14 +28,14 @@ bench: build
 
 # Every test again under AddressSanitizer + UndefinedBehaviorSanitizer (a separate build).
 sanitize: setup
-	@cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_SANITIZE=ON -DATP_PYTHON=OFF >/dev/null
 	@cmake --build build-sanitize -j $(JOBS)
 	@cd build-sanitize && ATP_PROPERTY_SEEDS=40 ctest --output-on-failure -j $(JOBS) -E daemons_integration
 
 # ThreadSanitizer over the runtime's threaded parts: switch shard threads, Communicator I/O
 # threads and the control plane calling in from other threads.
 tsan: setup
-	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_TSAN=ON >/dev/null
+	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_TSAN=ON -DATP_PYTHON=OFF >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target threaded_runtime_test worker_library_test
 	@cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
 	  -R '^(ThreadedRuntime|WorkerLibrary)\.'
