@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   atp::apps::add_worker_command(app);
   atp::apps::add_ctl_command(app);
   atp::apps::add_check_command(app);
+  atp::apps::add_cluster_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,468 @@
+"""`atp cluster`: an emulated cluster in network namespaces, and benchmarks against baselines.
+
+ATP against the systems users pick instead (Gloo ring allreduce, a plain parameter server,
+static partitioning), on the same topology, links and tensors.
+
+Topology (every box a network namespace, every line a veth pair shaped with tc tbf in both
+directions at --rate-mbit):
+
+    host r.h ── rack switch r (level 1, `atp switch`, IP router) ──┐
+                                                                   ├─ PS-rack switch ── PS hosts
+    host r.h ── rack switch r ...                                  ┘  (level 2, IP router)
+
+Host h of each rack runs worker h of every job, so jobs share host links, switches and the
+pool. Plain traffic (Gloo's TCP) is routed through the same switch namespaces. --loss drops a
+share of packets in every switch namespace (iptables -m statistic). Namespaces are always torn
+down, also on failure or Ctrl-C.
+
+    atp cluster run   --racks 1 --workers 4 --jobs 2 --systems atp,static,gloo
+    atp cluster bench --workers 2,4,8 --racks 1,2 --jobs 1,2,4 --out results/
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from .launch import atp_binary
+
+PREFIX = "atpc-"
+HEADER_BYTES = 44 + 8 + 20 + 14  # ATP + UDP + IPv4 + Ethernet, as tbf counts them
+SYSTEMS = {  # name -> (kind, switch policy)
+    "atp": ("atp", "atp"), "static": ("atp", "static"), "ps": ("atp", "none"), "gloo": ("gloo", None)}
+
+
+def sh(*args, check=True):
+    result = subprocess.run(args, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {result.stderr.strip()}")
+    return result
+
+
+def namespaces_available():
+    """None if this machine can build the cluster, else the reason it cannot."""
+    if os.geteuid() != 0:
+        return "needs root"
+    for tool in ("ip", "tc", "iptables"):
+        if shutil.which(tool) is None:
+            return f"needs {tool}"
+    probe = sh("ip", "netns", "add", PREFIX + "probe", check=False)
+    if probe.returncode != 0:
+        return "cannot create network namespaces: " + probe.stderr.strip()
+    sh("ip", "netns", "del", PREFIX + "probe", check=False)
+    return None
+
+
+def teardown():
+    listing = sh("ip", "netns", "list", check=False).stdout.split("\n")
+    for line in listing:
+        name = line.split(" ")[0]
+        if name.startswith(PREFIX):
+            sh("ip", "netns", "del", name, check=False)
+
+
+class Topology:
+    """Namespaces, links, addresses, routes, shaping and loss for racks x hosts and PS hosts."""
+
+    def __init__(self, racks, hosts_per_rack, servers, rate_mbit, loss=0.0):
+        self.racks, self.hosts_per_rack, self.servers = racks, hosts_per_rack, servers
+        self.rate_mbit, self.loss = rate_mbit, loss
+
+    # Names and addresses.
+    @staticmethod
+    def rack_switch(r):
+        return f"{PREFIX}s{r}"
+
+    SPINE = PREFIX + "sp"
+
+    @staticmethod
+    def host(r, h):
+        return f"{PREFIX}h{r}-{h}"
+
+    @staticmethod
+    def server(p):
+        return f"{PREFIX}p{p}"
+
+    @staticmethod
+    def rack_switch_ip(r):
+        return f"10.10.{r}.1"
+
+    @staticmethod
+    def host_ip(r, h):
+        return f"10.10.{r}.{h + 10}"
+
+    SPINE_IP = "10.30.0.1"
+
+    @staticmethod
+    def server_ip(p):
+        return f"10.30.0.{p + 10}"
+
+    def shape(self, ns, dev):
+        rate_bytes = self.rate_mbit * 1e6 / 8
+        burst = max(16384, int(rate_bytes * 0.002))  # 2 ms of traffic, at least a few packets
+        sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+           "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "latency", "20ms")
+
+    def link(self, ns_a, dev_a, ns_b, dev_b):
+        sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
+           "netns", ns_b)
+        for ns, dev in ((ns_a, dev_a), (ns_b, dev_b)):
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+            self.shape(ns, dev)
+
+    def router(self, ns, bridge_ip):
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        sh("ip", "-n", ns, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", ns, "addr", "add", f"{bridge_ip}/24", "dev", "br0")
+        sh("ip", "-n", ns, "link", "set", "br0", "up")
+
+    def endpoint(self, ns, switch_ns, port, ip, gateway):
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        self.link(ns, "eth0", switch_ns, port)
+        sh("ip", "-n", switch_ns, "link", "set", port, "master", "br0")
+        sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+        sh("ip", "-n", ns, "route", "add", "default", "via", gateway)
+
+    def build(self):
+        teardown()
+        self.router(self.SPINE, self.SPINE_IP)
+        for r in range(self.racks):
+            sw = self.rack_switch(r)
+            self.router(sw, self.rack_switch_ip(r))
+            self.link(sw, "up0", self.SPINE, f"r{r}")
+            sh("ip", "-n", sw, "addr", "add", f"10.20.{r}.1/30", "dev", "up0")
+            sh("ip", "-n", self.SPINE, "addr", "add", f"10.20.{r}.2/30", "dev", f"r{r}")
+            sh("ip", "-n", sw, "route", "add", "default", "via", f"10.20.{r}.2")
+            sh("ip", "-n", self.SPINE, "route", "add", f"10.10.{r}.0/24", "via", f"10.20.{r}.1")
+            for h in range(self.hosts_per_rack):
+                self.endpoint(self.host(r, h), sw, f"h{h}", self.host_ip(r, h), self.rack_switch_ip(r))
+        for p in range(self.servers):
+            self.endpoint(self.server(p), self.SPINE, f"p{p}", self.server_ip(p), self.SPINE_IP)
+        if self.loss > 0:
+            for ns in [self.rack_switch(r) for r in range(self.racks)] + [self.SPINE]:
+                for chain in ("INPUT", "FORWARD"):
+                    sh("ip", "netns", "exec", ns, "iptables", "-A", chain, "-m", "statistic",
+                       "--mode", "random", "--probability", str(self.loss), "-j", "DROP")
+        return self
+
+    @staticmethod
+    def spawn(ns, cmd, log):
+        return subprocess.Popen(["ip", "netns", "exec", ns] + cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def cluster_file(topo, jobs, workers, policy, aggregators, window, values_per_packet):
+    lines = []
+    for r in range(topo.racks):
+        lines += ["[[switch]]", f'name = "rack{r}"', f'address = "{topo.rack_switch_ip(r)}:9000"',
+                  "level = 1", f"aggregators = {aggregators}", f'policy = "{policy}"',
+                  f"values_per_aggregator = {values_per_packet}"]
+        if topo.racks > 1:
+            lines.append('uplink = "spine"')
+    if topo.racks > 1:
+        lines += ["[[switch]]", 'name = "spine"', f'address = "{topo.SPINE_IP}:9000"', "level = 2",
+                  f"aggregators = {aggregators}", f'policy = "{policy}"',
+                  f"values_per_aggregator = {values_per_packet}"]
+    for j in range(jobs):
+        lines += ["[[ps]]", f'name = "ps{j + 1}"', f'address = "{topo.server_ip(j)}:9100"']
+    for j in range(jobs):
+        lines += ["[[job]]", f"id = {j + 1}", f"window = {window}",
+                  f"values_per_packet = {values_per_packet}", "deadline_ms = 120000",
+                  f'parameter_servers = ["ps{j + 1}"]', "workers = ["]
+        for k in range(workers):
+            r, h = k % topo.racks, k // topo.racks
+            lines.append(f'  {{ rack = "rack{r}", address = "{topo.host_ip(r, h)}:{9200 + j}" }},')
+        lines.append("]")
+    return "\n".join(lines) + "\n"
+
+
+def wait_reports(procs, timeout):
+    reports, deadline = [], time.time() + timeout
+    for proc, path in procs:
+        try:
+            proc.wait(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        try:
+            with open(path) as f:
+                reports.append(json.load(f))
+        except (OSError, ValueError):
+            reports.append({"finished": False, "exact": False,
+                            "error": f"no report (exit code {proc.returncode})"})
+    return reports
+
+
+def run_system(system, topo, args, workdir):
+    """Runs every job on `system`; returns one report per job (workers' reports inside)."""
+    kind, policy = SYSTEMS[system]
+    binary = atp_binary()
+    folder = os.path.join(workdir, system)
+    os.makedirs(folder, exist_ok=True)
+    daemons, workers = [], []
+    log = open(os.path.join(folder, "processes.log"), "w")
+    try:
+        if kind == "atp":
+            config = os.path.join(folder, "cluster.toml")
+            with open(config, "w") as f:
+                f.write(cluster_file(topo, args.jobs, args.workers, policy, args.aggregators,
+                                     args.window, args.values_per_packet))
+            for r in range(topo.racks):
+                daemons.append(topo.spawn(topo.rack_switch(r), [binary, "switch", "--config", config,
+                                          "--name", f"rack{r}", "--log-level", "warn"], log))
+            if topo.racks > 1:
+                daemons.append(topo.spawn(topo.SPINE, [binary, "switch", "--config", config, "--name",
+                                          "spine", "--log-level", "warn"], log))
+            for j in range(args.jobs):
+                daemons.append(topo.spawn(topo.server(j), [binary, "ps", "--config", config, "--name",
+                                          f"ps{j + 1}", "--log-level", "warn"], log))
+            time.sleep(0.5)
+        store = os.path.join(folder, "gloo-store")
+        os.makedirs(store, exist_ok=True)
+        gloo = os.path.join(os.path.dirname(binary), "gloo_allreduce")
+        for j in range(args.jobs):
+            for k in range(args.workers):
+                r, h = k % topo.racks, k // topo.racks
+                out = os.path.join(folder, f"job{j + 1}-rank{k}.json")
+                if kind == "atp":
+                    cmd = [binary, "worker", "--config", config, "--job", str(j + 1), "--rank", str(k),
+                           "--floats", str(args.floats), "--iterations", str(args.iterations),
+                           "--seed", str(j + 1), "--json-out", out]
+                else:
+                    cmd = [gloo, "--rank", str(k), "--size", str(args.workers), "--store", store,
+                           "--prefix", f"job{j + 1}", "--host", topo.host_ip(r, h), "--floats",
+                           str(args.floats), "--iterations", str(args.iterations), "--job",
+                           str(j + 1), "--json-out", out]
+                workers.append((topo.spawn(topo.host(r, h), cmd, log), out))
+        reports = wait_reports(workers, args.timeout)
+    finally:
+        for p in daemons + [w for w, _ in workers]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in daemons + [w for w, _ in workers]:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        log.close()
+
+    jobs = []
+    tensor_bytes = 4 * args.floats
+    for j in range(args.jobs):
+        mine = reports[j * args.workers:(j + 1) * args.workers]
+        ok = all(r.get("finished") and r.get("exact") for r in mine)
+        slowest = max((r.get("communication_s", 0) for r in mine), default=0)
+        per_allreduce = slowest / args.iterations if ok and slowest > 0 else None
+        jobs.append({"job": j + 1, "exact": ok, "seconds_per_allreduce": per_allreduce,
+                     "algbw_gbps": tensor_bytes * 8 / per_allreduce / 1e9 if per_allreduce else 0.0,
+                     "errors": sorted({r.get("error", "") for r in mine if r.get("error")}),
+                     "workers": mine})
+    return {"system": system, "jobs": jobs, "exact": all(j["exact"] for j in jobs),
+            "mean_job_algbw_gbps": sum(j["algbw_gbps"] for j in jobs) / len(jobs)}
+
+
+def wire_ceiling_gbps(rate_mbit, values_per_packet):
+    """ATP's best algorithm bandwidth on a host link: its payload share of the wire bytes."""
+    payload = 4 * values_per_packet
+    return rate_mbit / 1000 * payload / (payload + HEADER_BYTES)
+
+
+def run_point(args, systems, progress=None):
+    """One topology, every system on it in turn; returns the point's record."""
+    hosts = math.ceil(args.workers / args.racks)
+    topo = Topology(args.racks, hosts, args.jobs, args.rate_mbit, args.loss)
+    workdir = tempfile.mkdtemp(prefix="atp-cluster-")
+    try:
+        topo.build()
+        results = {}
+        for system in systems:
+            results[system] = run_system(system, topo, args, workdir)
+            if progress:
+                progress()
+    finally:
+        teardown()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"kept {workdir}", file=sys.stderr)
+    ceiling = wire_ceiling_gbps(args.rate_mbit, args.values_per_packet)
+    record = {"racks": args.racks, "workers": args.workers, "jobs": args.jobs,
+              "rate_mbit": args.rate_mbit, "floats": args.floats, "loss": args.loss,
+              "aggregators": args.aggregators, "window": args.window,
+              "values_per_packet": args.values_per_packet, "wire_ceiling_gbps": ceiling,
+              "systems": results}
+    if "atp" in results:
+        atp = results["atp"]["mean_job_algbw_gbps"]
+        record["atp_vs"] = {s: (atp / r["mean_job_algbw_gbps"] if r["mean_job_algbw_gbps"] else None)
+                            for s, r in results.items() if s != "atp"}
+        record["atp_share_of_ceiling"] = atp / ceiling if ceiling else None
+    return record
+
+
+def print_record(rec):
+    print(f"racks {rec['racks']}  workers {rec['workers']}  jobs {rec['jobs']}  "
+          f"{rec['rate_mbit']} Mbit/s  {rec['floats'] * 4 / 1e6:.1f} MB  loss {rec['loss']}  "
+          f"(ATP wire ceiling {rec['wire_ceiling_gbps']:.3f} Gbit/s)")
+    for system, r in rec["systems"].items():
+        times = [j["seconds_per_allreduce"] for j in r["jobs"]]
+        shown = ", ".join(f"{t * 1000:.1f}" if t else "-" for t in times)
+        ratio = rec.get("atp_vs", {}).get(system)
+        print(f"  {system:7s} {'exact' if r['exact'] else 'NOT EXACT':9s} ms/allreduce per job [{shown}]"
+              f"  mean algbw {r['mean_job_algbw_gbps']:.3f} Gbit/s"
+              + (f"  ATP/{system} {ratio:.2f}x" if ratio else ""))
+        for j in r["jobs"]:
+            for e in j["errors"]:
+                print(f"    job {j['job']}: {e}")
+    if rec.get("atp_share_of_ceiling") is not None:
+        print(f"  ATP at {rec['atp_share_of_ceiling'] * 100:.0f}% of its wire ceiling")
+
+
+def add_common(p, sweep):
+    p.add_argument("--systems", default="atp,static,ps,gloo",
+                   help="comma list of atp, static (SwitchML-style slices), ps (PS only), gloo")
+    if sweep:
+        p.add_argument("--floats", default="2000000", help="comma list: floats per allreduce")
+    else:
+        p.add_argument("--floats", type=int, default=2_000_000, help="floats per allreduce")
+    p.add_argument("--iterations", type=int, default=3)
+    p.add_argument("--loss", type=float, default=0.0, help="drop probability in every switch")
+    p.add_argument("--aggregators", type=int, default=1024, help="pool of each switch")
+    p.add_argument("--window", type=int, default=64)
+    p.add_argument("--values-per-packet", type=int, default=256, help="K")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per system run")
+    p.add_argument("--keep", action="store_true", help="keep each run's folder (configs, reports, logs)")
+    p.add_argument("--json", metavar="FILE", help="write the results here")
+
+
+def parse_systems(text):
+    systems = [s for s in text.split(",") if s]
+    bad = [s for s in systems if s not in SYSTEMS]
+    if bad or not systems:
+        raise SystemExit(f"atp cluster: unknown systems {bad}; choose from {', '.join(SYSTEMS)}")
+    return systems
+
+
+def ints(text):
+    return [int(x) for x in text.split(",") if x]
+
+
+def bench(args, systems):
+    points = [(w, r, j, rate, f) for w in ints(args.workers) for r in ints(args.racks)
+              for j in ints(args.jobs) for rate in ints(args.rate_mbit) for f in ints(args.floats)
+              if r <= w]
+    os.makedirs(args.out, exist_ok=True)
+    records, done, total = [], 0, len(points) * len(systems)
+
+    def progress():
+        nonlocal done
+        done += 1
+        filled = int(30 * done / total)
+        print(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} runs", end="", file=sys.stderr,
+              flush=True)
+
+    for w, r, j, rate, f in points:
+        point = argparse.Namespace(**vars(args))
+        point.workers, point.racks, point.jobs, point.rate_mbit, point.floats = w, r, j, rate, f
+        records.append(run_point(point, systems, progress))
+    print(file=sys.stderr)
+    for rec in records:
+        print_record(rec)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(records, f, indent=1)
+    with open(os.path.join(args.out, "results.csv"), "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["racks", "workers", "jobs", "rate_mbit", "floats", "system", "exact",
+                      "mean_job_algbw_gbps", "wire_ceiling_gbps", "atp_over_system"])
+        for rec in records:
+            for s, res in rec["systems"].items():
+                out.writerow([rec["racks"], rec["workers"], rec["jobs"], rec["rate_mbit"], rec["floats"],
+                              s, res["exact"], f"{res['mean_job_algbw_gbps']:.4f}",
+                              f"{rec['wire_ceiling_gbps']:.4f}", rec.get("atp_vs", {}).get(s) or ""])
+    plot(records, args.out)
+    return 0 if all(res["exact"] for rec in records for res in rec["systems"].values()) else 1
+
+
+def plot(records, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("atp cluster bench: matplotlib missing (scripts/setup.sh --plots): no plots",
+              file=sys.stderr)
+        return
+    labels = [f"w{r['workers']} r{r['racks']} j{r['jobs']}\n{r['rate_mbit']}M {r['floats'] * 4 // 1_000_000}MB"
+              for r in records]
+    systems = sorted({s for r in records for s in r["systems"]})
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(records)), 4))
+    width = 0.8 / len(systems)
+    for i, s in enumerate(systems):
+        ax.bar([x + i * width for x in range(len(records))],
+               [r["systems"].get(s, {}).get("mean_job_algbw_gbps", 0) for r in records], width, label=s)
+    ax.plot([x + 0.4 - width / 2 for x in range(len(records))], [r["wire_ceiling_gbps"] for r in records],
+            "k_", markersize=20, label="ATP wire ceiling")
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(records))])
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("mean job algorithm bandwidth (Gbit/s)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "algbw.png"), dpi=120)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="atp cluster", description=__doc__.split("\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n", 1)[1])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="build the cluster, run every system once, tear it down")
+    run.add_argument("--racks", type=int, default=1)
+    run.add_argument("--workers", type=int, default=4, help="workers per job")
+    run.add_argument("--jobs", type=int, default=1)
+    run.add_argument("--rate-mbit", type=int, default=1000, help="every link's rate")
+    add_common(run, sweep=False)
+    sweep = sub.add_parser("bench", help="sweep topologies and sizes; JSON, CSV and a plot")
+    sweep.add_argument("--racks", default="1", help="comma list")
+    sweep.add_argument("--workers", default="2,4", help="comma list")
+    sweep.add_argument("--jobs", default="1,2", help="comma list")
+    sweep.add_argument("--rate-mbit", default="1000", help="comma list")
+    sweep.add_argument("--out", default="cluster-results", help="results folder")
+    add_common(sweep, sweep=True)
+    args = parser.parse_args(argv)
+    systems = parse_systems(args.systems)
+    reason = namespaces_available()
+    if reason:
+        print(f"atp cluster: {reason}", file=sys.stderr)
+        return 2
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        if args.command == "bench":
+            return bench(args, systems)
+        if args.racks < 1 or args.workers < args.racks or args.jobs < 1 or args.floats < 1:
+            parser.error("need racks >= 1, workers >= racks, jobs >= 1, floats >= 1")
+        record = run_point(args, systems)
+        print_record(record)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(record, f, indent=1)
+        return 0 if all(r["exact"] for r in record["systems"].values()) else 1
+    except KeyboardInterrupt:
+        print("\natp cluster: interrupted; namespaces removed", file=sys.stderr)
+        return 130
+    finally:
+        teardown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Smoke run of `atp cluster` (in make test): 2 workers in one rack, a low link rate, small
+tensors, ATP and Gloo. Both must be exact and the report well formed. Skips with a message
+where network namespaces are not available (needs root, ip, tc, iptables)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ATP = os.environ.get("ATP_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin/atp"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(ATP)), "..", "python"))
+from atp import cluster  # noqa: E402
+
+REASON = cluster.namespaces_available()
+
+
+@unittest.skipIf(REASON, f"atp cluster: {REASON} (skipped)")
+class ClusterSmoke(unittest.TestCase):
+    def test_atp_and_gloo_are_exact_on_shaped_namespaces(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "report.json")
+            run = subprocess.run([ATP, "cluster", "run", "--racks", "1", "--workers", "2", "--jobs",
+                                  "1", "--rate-mbit", "100", "--floats", "100000", "--iterations",
+                                  "2", "--systems", "atp,gloo", "--json", out],
+                                 capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            with open(out) as f:
+                report = json.load(f)
+        self.assertEqual(set(report["systems"]), {"atp", "gloo"})
+        for system, result in report["systems"].items():
+            self.assertTrue(result["exact"], (system, result))
+            job = result["jobs"][0]
+            self.assertGreater(job["algbw_gbps"], 0)
+            # Nothing can beat the shaped link: 100 Mbit/s (a little slack for tbf's burst).
+            self.assertLess(job["algbw_gbps"], 0.11)
+            self.assertEqual(len(job["workers"]), 2)
+        self.assertLess(0, report["wire_ceiling_gbps"])
+        self.assertIn("gloo", report["atp_vs"])
+        listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        self.assertNotIn(cluster.PREFIX, listing)  # torn down
+
+    def test_a_failed_run_still_tears_the_namespaces_down(self):
+        run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--floats", "1000",
+                              "--systems", "atp", "--aggregators", "0"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(run.returncode, 0)
+        listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        self.assertNotIn(cluster.PREFIX, listing)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
