@@ -10,8 +10,8 @@ directions at --rate-mbit):
                                                                    ├─ PS-rack switch ── PS hosts
     host r.h ── rack switch r ...                                  ┘  (level 2, IP router)
 
-Host h of each rack runs worker h of every job, so jobs share host links, switches and the
-pool. Plain traffic (Gloo's TCP) is routed through the same switch namespaces. --loss drops a
+Host h of rack r runs worker r * hosts_per_rack + h of every job, so jobs share host links,
+switches and the pool. Plain traffic (Gloo's TCP) is routed through the same switch namespaces. --loss drops a
 share of packets in every switch namespace (iptables -m statistic). Namespaces are always torn
 down, also on failure or Ctrl-C.
 
@@ -103,6 +103,11 @@ class Topology:
     def server_ip(p):
         return f"10.30.0.{p + 10}"
 
+    def place(self, rank):
+        """(rack, host) of a job's worker `rank`: rack-major, so a ring in rank order crosses
+        racks as few times as it can (what a Gloo or NCCL user would do)."""
+        return rank // self.hosts_per_rack, rank % self.hosts_per_rack
+
     def shape(self, ns, dev):
         rate_bytes = self.rate_mbit * 1e6 / 8
         burst = max(16384, int(rate_bytes * 0.002))  # 2 ms of traffic, at least a few packets
@@ -178,20 +183,30 @@ def cluster_file(topo, jobs, workers, policy, aggregators, window, values_per_pa
                   f"values_per_packet = {values_per_packet}", "deadline_ms = 120000",
                   f'parameter_servers = ["ps{j + 1}"]', "workers = ["]
         for k in range(workers):
-            r, h = k % topo.racks, k // topo.racks
+            r, h = topo.place(k)
             lines.append(f'  {{ rack = "rack{r}", address = "{topo.host_ip(r, h)}:{9200 + j}" }},')
         lines.append("]")
     return "\n".join(lines) + "\n"
 
 
-def wait_reports(procs, timeout):
+def wait_with_cpu(proc, timeout):
+    """Waits for `proc` (killing it after `timeout` s); returns the CPU seconds it used."""
+    deadline = time.time() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        if time.time() > deadline:
+            proc.kill()
+            deadline = float("inf")
+        time.sleep(0.01)
+
+
+def wait_reports(procs, timeout, cpu):
     reports, deadline = [], time.time() + timeout
     for proc, path in procs:
-        try:
-            proc.wait(timeout=max(1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        cpu["workers"] = cpu.get("workers", 0) + wait_with_cpu(proc, max(1, deadline - time.time()))
         try:
             with open(path) as f:
                 reports.append(json.load(f))
@@ -207,8 +222,9 @@ def run_system(system, topo, args, workdir):
     binary = atp_binary()
     folder = os.path.join(workdir, system)
     os.makedirs(folder, exist_ok=True)
-    daemons, workers = [], []
+    daemons, workers, cpu = [], [], {}  # daemons: (role, process)
     log = open(os.path.join(folder, "processes.log"), "w")
+    started = time.time()
     try:
         if kind == "atp":
             config = os.path.join(folder, "cluster.toml")
@@ -216,21 +232,24 @@ def run_system(system, topo, args, workdir):
                 f.write(cluster_file(topo, args.jobs, args.workers, policy, args.aggregators,
                                      args.window, args.values_per_packet))
             for r in range(topo.racks):
-                daemons.append(topo.spawn(topo.rack_switch(r), [binary, "switch", "--config", config,
-                                          "--name", f"rack{r}", "--log-level", "warn"], log))
+                daemons.append(("switches", topo.spawn(topo.rack_switch(r), [
+                    binary, "switch", "--config", config, "--name", f"rack{r}", "--log-level",
+                    "warn"], log)))
             if topo.racks > 1:
-                daemons.append(topo.spawn(topo.SPINE, [binary, "switch", "--config", config, "--name",
-                                          "spine", "--log-level", "warn"], log))
+                daemons.append(("switches", topo.spawn(topo.SPINE, [
+                    binary, "switch", "--config", config, "--name", "spine", "--log-level",
+                    "warn"], log)))
             for j in range(args.jobs):
-                daemons.append(topo.spawn(topo.server(j), [binary, "ps", "--config", config, "--name",
-                                          f"ps{j + 1}", "--log-level", "warn"], log))
+                daemons.append(("parameter_servers", topo.spawn(topo.server(j), [
+                    binary, "ps", "--config", config, "--name", f"ps{j + 1}", "--log-level",
+                    "warn"], log)))
             time.sleep(0.5)
         store = os.path.join(folder, "gloo-store")
         os.makedirs(store, exist_ok=True)
         gloo = os.path.join(os.path.dirname(binary), "gloo_allreduce")
         for j in range(args.jobs):
             for k in range(args.workers):
-                r, h = k % topo.racks, k // topo.racks
+                r, h = topo.place(k)
                 out = os.path.join(folder, f"job{j + 1}-rank{k}.json")
                 if kind == "atp":
                     cmd = [binary, "worker", "--config", config, "--job", str(j + 1), "--rank", str(k),
@@ -242,16 +261,15 @@ def run_system(system, topo, args, workdir):
                            str(args.floats), "--iterations", str(args.iterations), "--job",
                            str(j + 1), "--json-out", out]
                 workers.append((topo.spawn(topo.host(r, h), cmd, log), out))
-        reports = wait_reports(workers, args.timeout)
+        reports = wait_reports(workers, args.timeout, cpu)
     finally:
-        for p in daemons + [w for w, _ in workers]:
+        wall = time.time() - started
+        everyone = [("workers", w) for w, _ in workers if w.returncode is None] + daemons
+        for _, p in everyone:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
-        for p in daemons + [w for w, _ in workers]:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        for role, p in everyone:
+            cpu[role] = cpu.get(role, 0) + wait_with_cpu(p, 10)
         log.close()
 
     jobs = []
@@ -265,8 +283,11 @@ def run_system(system, topo, args, workdir):
                      "algbw_gbps": tensor_bytes * 8 / per_allreduce / 1e9 if per_allreduce else 0.0,
                      "errors": sorted({r.get("error", "") for r in mine if r.get("error")}),
                      "workers": mine})
+    # Where the machine's time went: CPU seconds per role over the run's wall time (2 cores on
+    # the development machine: a sum near 2 x wall means CPU-bound, not link-bound).
     return {"system": system, "jobs": jobs, "exact": all(j["exact"] for j in jobs),
-            "mean_job_algbw_gbps": sum(j["algbw_gbps"] for j in jobs) / len(jobs)}
+            "mean_job_algbw_gbps": sum(j["algbw_gbps"] for j in jobs) / len(jobs),
+            "wall_s": wall, "cpu_s": cpu}
 
 
 def wire_ceiling_gbps(rate_mbit, values_per_packet):
@@ -318,6 +339,8 @@ def print_record(rec):
         print(f"  {system:7s} {'exact' if r['exact'] else 'NOT EXACT':9s} ms/allreduce per job [{shown}]"
               f"  mean algbw {r['mean_job_algbw_gbps']:.3f} Gbit/s"
               + (f"  ATP/{system} {ratio:.2f}x" if ratio else ""))
+        cpu = ", ".join(f"{role} {seconds:.1f}" for role, seconds in sorted(r["cpu_s"].items()))
+        print(f"          CPU s over {r['wall_s']:.1f} s wall: {cpu}")
         for j in r["jobs"]:
             for e in j["errors"]:
                 print(f"    job {j['job']}: {e}")

@@ -40,6 +40,15 @@ void run_worker(const WorkerOptions& o) {
   std::string error;
   for (std::uint32_t it = 0; it < o.iterations && error.empty(); ++it) {
     for (std::uint32_t t = 0; t < o.tensors; ++t) gradients.fill(o.job, o.rank, it, t, input[t]);
+    try {
+      // A one-value allreduce is a barrier: the timed region starts when every worker is ready,
+      // so one worker's verification never eats into another's measured communication.
+      float ready = 0;
+      comm->allreduce({&ready, 1}, {&ready, 1});
+    } catch (const std::exception& e) {
+      error = e.what();
+      break;
+    }
     const auto start = std::chrono::steady_clock::now();
     try {
       std::vector<std::future<void>> done;
