@@ -2,6 +2,7 @@
 // checking every result bit for bit against the exact sum it computes locally (every worker's
 // gradients are reproducible from the seed).
 #include <chrono>
+#include <thread>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -20,6 +21,7 @@ struct WorkerOptions {
   std::string config, json_out, progress_file;
   std::uint32_t job = 0, rank = 0, iterations = 3, tensors = 1;
   std::uint16_t run = 0;
+  double compute_ms = 0;  // a training step's computation, between allreduces
   std::size_t floats = 1 << 20;
   std::uint64_t seed = 1;
   bool verify = true, json = false;
@@ -40,6 +42,8 @@ void run_worker(const WorkerOptions& o) {
   std::string error;
   for (std::uint32_t it = 0; it < o.iterations && error.empty(); ++it) {
     for (std::uint32_t t = 0; t < o.tensors; ++t) gradients.fill(o.job, o.rank, it, t, input[t]);
+    if (o.compute_ms > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.compute_ms));
     try {
       // A one-value allreduce is a barrier: the timed region starts when every worker is ready,
       // so one worker's verification never eats into another's measured communication.
@@ -125,6 +129,9 @@ void add_worker_command(CLI::App& app) {
   cmd->add_flag("!--no-verify", o.verify, "Skip checking results against the exact sum");
   cmd->add_option("--json-out", o.json_out, "Write the report as JSON to this file");
   cmd->add_option("--progress-file", o.progress_file, "Write finished iterations here");
+  cmd->add_option("--compute-ms", o.compute_ms,
+                  "Idle this long before each allreduce, as a training step computes (untimed)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", o.json, "Print the report as JSON");
   cmd->callback([] { run_worker(o); });
 }
