@@ -40,6 +40,20 @@ class ClusterSmoke(unittest.TestCase):
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn(cluster.PREFIX, listing)  # torn down
 
+    def test_loss_in_the_switches_is_recovered_exactly(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "report.json")
+            run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--rate-mbit", "100",
+                                  "--floats", "200000", "--iterations", "2", "--loss", "0.02",
+                                  "--systems", "atp", "--json", out],
+                                 capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            with open(out) as f:
+                workers = json.load(f)["systems"]["atp"]["jobs"][0]["workers"]
+        for w in workers:
+            self.assertTrue(w["exact"], w)
+        self.assertGreater(sum(w["retransmissions"] for w in workers), 0)  # the drops happened
+
     def test_a_failed_run_still_tears_the_namespaces_down(self):
         run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--floats", "1000",
                               "--systems", "atp", "--aggregators", "0"],
