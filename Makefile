@@ -37,7 +37,7 @@ sanitize: setup
 tsan: setup
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_TSAN=ON -DATP_PYTHON=OFF >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target threaded_runtime_test worker_library_test
-	@cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) \
+	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" ctest --output-on-failure -j $(JOBS) \
 	  -R '^(ThreadedRuntime|WorkerLibrary)\.'
 
 # libFuzzer targets (clang): each over its checked-in corpus, then fuzzing FUZZ_SECONDS each.
