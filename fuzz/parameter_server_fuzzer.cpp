@@ -159,17 +159,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     switch (in.ConsumeIntegralInRange<int>(0, 7)) {
       case 0: from = kUnknownNode; forged = true; break;
       case 1: from = std::nullopt; break;
-      case 2:  // the right sender with a wrong token
-        if (packet.size() >= proto::kHeaderBytes) {
-          packet[40] ^= 0x80;
-          forged = true;
-        }
+      case 2:  // the right sender with (usually) a wrong token
+        if (packet.size() >= proto::kHeaderBytes) packet[40] ^= 0x80;
         break;
       default: break;
     }
     proto::Header h;
     const bool decodes = proto::decode(packet, h) == proto::DecodeError::ok;
-    if (decodes && from && h.job >= 1 && h.job <= kJobs && *from != switch_of(h.job)) forged = true;
+    // Judged on the packet as sent: a chaos packet's random token may be the right one.
+    if (decodes && h.job >= 1 && h.job <= kJobs &&
+        (h.token != token_of(h.job) || (from && *from != switch_of(h.job))))
+      forged = true;
 
     out.clear();
     const auto held_before = ps.entries_in_use(id);

@@ -138,12 +138,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 0: from = kUnknownNode; forged = true; break;
       case 1: from = std::nullopt; break;
       case 2:
-        if (packet.size() >= proto::kHeaderBytes) {
-          packet[41] ^= 0x01;  // wrong token
-          forged = true;
-        }
+        if (packet.size() >= proto::kHeaderBytes) packet[41] ^= 0x01;  // (usually) a wrong token
         break;
       default: break;
+    }
+    {  // judged on the packet as sent: a chaos packet's random token may be the right one
+      proto::Header h;
+      if (proto::decode(packet, h) == proto::DecodeError::ok && h.job == config.job &&
+          h.token != kToken)
+        forged = true;
     }
     const std::vector<float> output_before = output;
     const engines::WorkerStats stats_before = worker.stats();

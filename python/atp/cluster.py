@@ -193,7 +193,12 @@ def wait_with_cpu(proc, timeout):
     """Waits for `proc` (killing it after `timeout` s); returns the CPU seconds it used."""
     deadline = time.time() + timeout
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if proc.returncode is not None:  # already reaped (by poll()): its CPU time is lost
+            return 0.0
+        try:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0.0
         if pid == proc.pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
             return usage.ru_utime + usage.ru_stime
@@ -267,8 +272,10 @@ def run_system(system, topo, args, workdir):
         wall = time.time() - started
         everyone = [("workers", w) for w, _ in workers if w.returncode is None] + daemons
         for _, p in everyone:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+            try:
+                p.send_signal(signal.SIGTERM)  # a no-op for one that already exited
+            except ProcessLookupError:
+                pass
         for role, p in everyone:
             cpu[role] = cpu.get(role, 0) + wait_with_cpu(p, 10)
         log.close()

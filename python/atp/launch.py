@@ -74,9 +74,10 @@ class LocalCluster:
         time.sleep(0.3)
         for p in self._daemons:
             if p.poll() is not None:
+                logs = "".join(open(os.path.join(self.dir, f)).read()
+                               for f in sorted(os.listdir(self.dir)) if f.endswith(".log"))
                 self.stop()
-                raise RuntimeError(f"atp: a daemon exited at start (code {p.returncode}); "
-                                   f"logs in {self.dir}")
+                raise RuntimeError(f"atp: a daemon exited at start (code {p.returncode}):\n{logs}")
         return self
 
     def stop(self):

@@ -26,8 +26,9 @@ _default = None
 def agreed_run(group=None):
     """A run id every rank of the process group shares: rank 0's clock in seconds, mod 2^16.
 
-    Each run of a job on long-lived switches and PSs needs a later run id than the last (so
-    it never meets the state the last one left); a clock that ticks between two launches does.
+    Each run of a job on long-lived switches and PSs needs another run id than the last (so
+    it never meets the state the last one left); a clock that ticks between two launches gives
+    one (it repeats only for launches a multiple of 2^16 s, about 18 hours, apart).
     """
     value = torch.tensor([int(time.time()) & 0xFFFF], dtype=torch.int64)
     dist.broadcast(value, src=0, group=group)

@@ -143,8 +143,8 @@ PYBIND11_MODULE(_atp, m) {
                              "One worker of one job, as the cluster file describes it.")
       .def(py::init<const std::string&, std::uint32_t, std::size_t, std::uint16_t>(),
            py::arg("cluster_file"), py::arg("job"), py::arg("rank"), py::arg("run") = 0,
-           "run: this run of the job (0..65535), the same for all its workers; a later run of "
-           "the job on the same switches and PSs must use a later one.")
+           "run: this run of the job (0..65535), the same for all its workers; the next run of "
+           "the job on the same switches and PSs must use another one.")
       .def(
           "allreduce",
           [](PyCommunicator& self, py::buffer input, py::object output) {

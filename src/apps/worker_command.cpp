@@ -117,8 +117,8 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--job", o.job, "Job id")->required();
   cmd->add_option("--rank", o.rank, "This worker's position in the job's workers list")->required();
   cmd->add_option("--run", o.run,
-                  "This run of the job (0..65535): the same for all its workers, later for a "
-                  "later run on the same daemons")
+                  "This run of the job (0..65535): the same for all its workers, another for "
+                  "the next run on the same daemons")
       ->capture_default_str();
   cmd->add_option("--floats", o.floats, "Floats per tensor")->capture_default_str();
   cmd->add_option("--tensors", o.tensors, "Tensors per iteration (in flight together)")

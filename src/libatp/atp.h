@@ -16,8 +16,8 @@ typedef struct atp_comm atp_comm;
 atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, char* error,
                         size_t error_size);
 
-/* The same for run `run` of the job (all its workers use the same run; a later run of the job
-   on the same switches and parameter servers must use a later one). atp_comm_open is run 0. */
+/* The same for run `run` of the job (all its workers use the same run; the next run of the job
+   on the same switches and parameter servers must use another one). atp_comm_open is run 0. */
 atp_comm* atp_comm_open_run(const char* config_path, uint32_t job, uint32_t rank, uint16_t run,
                             char* error, size_t error_size);
 

@@ -34,8 +34,8 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  // `run`: this run of the job, the same for all its workers; a later run of the job on the
-  // same switches and PSs must use a later one (e.g. a counter or a clock in minutes, agreed
+  // `run`: this run of the job, the same for all its workers; the next run of the job on the
+  // same switches and PSs must use another one (e.g. a counter or a clock in seconds, agreed
   // through the launcher; atp.torch agrees on one through torch.distributed).
   static std::unique_ptr<Communicator> from_cluster(const control::ClusterConfig& cluster,
                                                     std::uint32_t job, std::size_t rank,

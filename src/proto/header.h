@@ -96,13 +96,13 @@ inline std::span<const std::uint8_t> payload(std::span<const std::uint8_t> packe
 
 // The `tensor` field: the job's run in the high 16 bits, the run's tensor counter in the low 16.
 // A new run of a job (restarted workers, same daemons) thus never meets the state an earlier
-// run left in a switch or PS: its fragments name other tensors, and state of an earlier run
-// gives way to a later one (runs compare as 16-bit serial numbers).
+// run left in a switch or PS: its fragments name other tensors, and state of another run gives
+// way to the packet at hand. Runs are not ordered (a clock-derived id wraps): a delayed packet
+// of a dead run may displace a live run's partial state, which the live run's resends rebuild.
 inline std::uint32_t wire_tensor(std::uint16_t run, std::uint32_t counter) {
   return (std::uint32_t{run} << 16) | (counter & 0xFFFFu);
 }
 inline std::uint16_t run_of(std::uint32_t tensor) { return static_cast<std::uint16_t>(tensor >> 16); }
-inline bool later_run(std::uint16_t a, std::uint16_t b) { return static_cast<std::int16_t>(a - b) > 0; }
 
 inline std::uint32_t low_bits(unsigned n) { return n >= 32 ? ~0u : ((1u << n) - 1u); }
 

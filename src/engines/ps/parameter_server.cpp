@@ -154,7 +154,9 @@ void ParameterServer::note_moved_on(Job& job, const proto::Header& h, const Cont
   const std::size_t first = std::size_t{h.seq & (job.config.window - 1)} * 2;
   for (std::size_t i = first; i < first + 2; ++i) {
     Entry& e = job.entries[i];
-    if (!e.used || !e.complete || e.seq != previous) continue;
+    if (!e.used || !e.complete || e.seq != previous ||
+        proto::run_of(e.tensor) != proto::run_of(h.tensor))
+      continue;
     e.moved_on.add(who);
     if (e.moved_on.covers(job.full_masks)) {
       e.used = false;
@@ -168,10 +170,9 @@ void ParameterServer::note_moved_on(Job& job, const proto::Header& h, const Cont
 ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header& h) {
   const std::size_t first = std::size_t{h.seq & (job.config.window - 1)} * 2;
   Entry* pair[2] = {&job.entries[first], &job.entries[first + 1]};
-  // State of an earlier run of the job gives way; a packet of an earlier run finds none.
+  // State of another run of the job gives way: it is never summed with, nor answered from.
   for (Entry* e : pair) {
     if (!e->used || proto::run_of(e->tensor) == proto::run_of(h.tensor)) continue;
-    if (!proto::later_run(proto::run_of(h.tensor), proto::run_of(e->tensor))) return nullptr;
     e->used = false;
     e->result.clear();
   }

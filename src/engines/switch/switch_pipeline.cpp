@@ -217,11 +217,11 @@ Forwarding SwitchPipeline::handle_fragment(Context& c) {
   const unsigned fan_in = rack_level ? c.h.rack_fan_in : c.h.job_fan_in;
   SwitchJobCounters& counters = c.job->counters;
 
-  // Held by this job for a seq a window back (which proves it finished), or by an earlier run.
+  // Held by this job for a seq a window back (which proves it finished), or by another run.
   const bool stale =
       a.valid && a.owner.job == c.h.job &&
       (seq_distance(c.h.seq, a.owner.seq) >= static_cast<std::int32_t>(c.job->config.window) ||
-       proto::later_run(proto::run_of(c.h.tensor), proto::run_of(a.owner.tensor)));
+       proto::run_of(c.h.tensor) != proto::run_of(a.owner.tensor));
   if (!a.valid || stale) {
     if (stale) ++counters.stale_reclaimed;
     a = AggregatorState{};

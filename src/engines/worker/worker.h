@@ -34,7 +34,7 @@ struct WorkerConfig {
   NodeId uplink = 0;  // the rack switch: the only node results may come from
   std::uint32_t token = 0;  // the job's secret, carried by every packet
   // This run of the job: every worker of a run must use the same one, and a new run of the job
-  // on the same switches and PSs a later one (see proto::wire_tensor).
+  // on the same switches and PSs another one (see proto::wire_tensor).
   std::uint16_t run = 0;
   Duration initial_rto = 100 * kMillisecond;
   Duration min_rto = 50 * kMillisecond;
