@@ -21,7 +21,9 @@ struct FloatBuffer {
   py::buffer owner;
   py::buffer_info info;
   FloatBuffer(py::buffer b, bool writable, const char* what) : owner(b), info(b.request(writable)) {
-    if (info.format != py::format_descriptor<float>::format())
+    // "f", or "<f" / "=f" (ctypes, struct): float32 in this machine's (little-endian) order.
+    if (info.itemsize != 4 ||
+        (info.format != "f" && info.format != "<f" && info.format != "=f"))
       throw py::type_error(std::string(what) + " must hold float32 values, not format '" +
                            info.format + "'");
     py::ssize_t expected = info.itemsize;
