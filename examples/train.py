@@ -10,6 +10,7 @@ second of each, and exits non-zero if the curves differ by more than --tolerance
     PYTHONPATH=build/python /usr/bin/python3 examples/train.py [--jobs 2 --workers 4 --epochs 4]
 """
 import argparse
+import gc
 import json
 import os
 import socket
@@ -84,6 +85,11 @@ def worker(backend, job, rank, args, cluster_file, port, results):
     if rank == 0:
         results.put({"backend": backend, "job": job, "losses": losses,
                      "iterations_per_s": len(losses) / elapsed, "test_accuracy": accuracy})
+    # The model goes before the process group. Torch 1.13 destroys DDP's reducer holding the GIL;
+    # were it the group's last owner, the group would join its worker threads, one of which may
+    # still be freeing a tensor and wait for the GIL: a deadlock (seen under CPU load).
+    del net, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 

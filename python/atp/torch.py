@@ -98,9 +98,13 @@ class HookState:
             work, bucket, future = self._pending.get()
             try:
                 work.wait()
-                future.set_result(bucket.div_(self.workers))
+                bucket.div_(self.workers)
             except Exception as error:  # the engine's error reaches the training loop
                 future.set_exception(error)
+            else:
+                future.set_result(bucket)
+            # Hold no bucket between iterations: its memory belongs to DDP.
+            del work, bucket, future
 
     def submit(self, bucket):
         future = torch.futures.Future()

@@ -7,6 +7,8 @@ then divided by the number of workers, both in float32.
 
     ddp_hook_check.py CLUSTER_FILE OUT_JSON
 """
+import faulthandler
+import gc
 import json
 import socket
 import sys
@@ -19,6 +21,8 @@ import torch.multiprocessing as mp
 import atp
 import atp.torch
 
+HANG_SECONDS = 90
+
 
 def build_model():
     torch.manual_seed(0)
@@ -26,6 +30,8 @@ def build_model():
 
 
 def worker(rank, config, port, out):
+    # A hang prints every thread's stack and ends the process, instead of waiting for the test's timeout.
+    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     torch.manual_seed(100 + rank)
@@ -63,6 +69,9 @@ def worker(rank, config, port, out):
                 "largest_difference": float(np.max(np.abs(got - expected)))}
         with open(out, "w") as f:
             json.dump(report, f)
+    # DDP goes before the process group: see examples/train.py.
+    del ddp
+    gc.collect()
     dist.destroy_process_group()
 
 
