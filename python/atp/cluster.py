@@ -20,6 +20,7 @@ down, also on failure or Ctrl-C.
 """
 import argparse
 import csv
+import fcntl
 import json
 import math
 import os
@@ -57,6 +58,25 @@ def namespaces_available():
         return "cannot create network namespaces: " + probe.stderr.strip()
     sh("ip", "netns", "del", PREFIX + "probe", check=False)
     return None
+
+
+LOCK_FILE = "/run/lock/atp-cluster.lock"
+
+
+def take_cluster_lock():
+    """The open lock file while this process owns the atpc-* namespaces, or None if another
+    `atp cluster` does (one would tear the other's namespaces down mid-run)."""
+    os.makedirs(os.path.dirname(LOCK_FILE), exist_ok=True)
+    lock = open(LOCK_FILE, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def teardown():
@@ -475,6 +495,14 @@ def main(argv=None):
     add_common(sweep, sweep=True)
     args = parser.parse_args(argv)
     systems = parse_systems(args.systems)
+    if os.geteuid() != 0:
+        print("atp cluster: needs root", file=sys.stderr)
+        return 2
+    lock = take_cluster_lock()  # held until this process exits
+    if lock is None:
+        print(f"atp cluster: another atp cluster is running (it holds {LOCK_FILE}); "
+              "wait for it to finish", file=sys.stderr)
+        return 2
     reason = namespaces_available()
     if reason:
         print(f"atp cluster: {reason}", file=sys.stderr)

@@ -64,13 +64,16 @@ class LocalCluster:
     def start(self):
         binary = atp_binary()
         names = [("switch", "rack0")] + [("ps", f"ps{j}") for j in range(1, self.jobs + 1)]
-        for kind, name in names:
-            log = open(os.path.join(self.dir, f"{name}.log"), "w")
-            self._daemons.append(subprocess.Popen(
-                [binary, kind, "--config", self.config, "--name", name, "--log-level", "warn",
-                 "--stats-json", os.path.join(self.dir, f"{name}.json")],
-                stdout=log, stderr=subprocess.STDOUT))
-            log.close()
+        try:
+            for kind, name in names:
+                with open(os.path.join(self.dir, f"{name}.log"), "w") as log:
+                    self._daemons.append(subprocess.Popen(
+                        [binary, kind, "--config", self.config, "--name", name, "--log-level",
+                         "warn", "--stats-json", os.path.join(self.dir, f"{name}.json")],
+                        stdout=log, stderr=subprocess.STDOUT))
+        except BaseException:
+            self.stop()  # the daemons that did start
+            raise
         time.sleep(0.3)
         for p in self._daemons:
             if p.poll() is not None:

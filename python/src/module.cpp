@@ -44,27 +44,24 @@ class Work {
   Work(std::shared_ptr<atp::Communicator> comm, std::unique_ptr<FloatBuffer> in,
        std::unique_ptr<FloatBuffer> out)
       : comm_(std::move(comm)), in_(std::move(in)), out_(std::move(out)) {
-    done_ = comm_->allreduce_async(in_->span(), output().span());
+    done_ = comm_->allreduce_async(in_->span(), output().span()).share();
   }
   ~Work() {
-    if (done_.valid()) {
+    py::gil_scoped_release release;
+    done_.wait();
+  }
+  // Returns the output buffer; raises RuntimeError with the reason if the allreduce failed.
+  // Any number of threads may wait, any number of times (a shared_future).
+  py::object wait() {
+    {
       py::gil_scoped_release release;
       done_.wait();
     }
-  }
-  // Returns the output buffer; raises RuntimeError with the reason if the allreduce failed.
-  py::object wait() {
-    if (done_.valid()) {
-      {
-        py::gil_scoped_release release;
-        done_.wait();
-      }
-      done_.get();  // rethrows the engine's error
-    }
+    done_.get();  // rethrows the engine's error
     return output().owner;
   }
   bool is_completed() const {
-    return !done_.valid() || done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   }
 
  private:
@@ -72,7 +69,7 @@ class Work {
 
   std::shared_ptr<atp::Communicator> comm_;
   std::unique_ptr<FloatBuffer> in_, out_;
-  std::future<void> done_;
+  std::shared_future<void> done_;
 };
 
 py::dict stats_dict(const atp::engines::WorkerStats& s) {

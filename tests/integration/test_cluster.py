@@ -62,6 +62,21 @@ class ClusterSmoke(unittest.TestCase):
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn(cluster.PREFIX, listing)
 
+    def test_a_second_cluster_run_refuses_rather_than_tear_down_the_first(self):
+        lock = cluster.take_cluster_lock()  # this test plays the running cluster
+        self.assertIsNotNone(lock)
+        try:
+            subprocess.run(["ip", "netns", "add", cluster.PREFIX + "busy"], check=True)
+            run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--floats", "1000",
+                                  "--systems", "atp"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+            self.assertIn("another atp cluster is running", run.stderr)
+            listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+            self.assertIn(cluster.PREFIX + "busy", listing)  # the running one's, untouched
+        finally:
+            subprocess.run(["ip", "netns", "del", cluster.PREFIX + "busy"])
+            lock.close()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -69,8 +69,15 @@ def test_numpy_allreduce_in_place_out_of_place_and_async_is_exact(cluster):
             comms[r].allreduce(inputs[r], out)
             a, b = inputs[r].copy(), inputs[r].copy()
             pending = [comms[r].allreduce_async(a), comms[r].allreduce_async(b)]
+            # A Work may be waited on from several threads, and again after it completed.
+            waiters = [threading.Thread(target=pending[0].wait) for _ in range(3)]
+            for t in waiters:
+                t.start()
             for p in pending:
-                p.wait()
+                assert p.wait() is (a if p is pending[0] else b)
+            for t in waiters:
+                t.join()
+            assert all(p.is_completed() and p.wait() is not None for p in pending)
             return returned is in_place, in_place, out, a, b
         return run
 
