@@ -59,7 +59,7 @@ def worker(backend, job, rank, args, cluster_file, port, results):
     (x, y), (test_x, test_y) = dataset(seed)
     net = torch.nn.parallel.DistributedDataParallel(model(args.hidden, seed))
     if backend == "atp":
-        comm = atp.torch.init(cluster_file, job, rank)  # agrees on a run id through gloo
+        comm = atp.torch.init(cluster_file, job, rank)
         net.register_comm_hook(atp.torch.HookState(comm), atp.torch.allreduce_hook)
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     losses = []

@@ -44,6 +44,14 @@ inline std::vector<std::uint8_t> next_packet(FuzzedDataProvider& in, const Packe
   const bool forged = in.ConsumeIntegralInRange<int>(0, 7) == 0;
   h.token = forged || h.job == 0 || h.job > tokens.size() ? in.ConsumeIntegral<std::uint32_t>()
                                                           : tokens[h.job - 1];
+  // Now and then the run handshake: a join or its answer, for one worker, without values.
+  if (const int kind = in.ConsumeIntegralInRange<int>(0, 7); kind >= 6) {
+    h.kind = kind == 6 ? proto::Kind::join : proto::Kind::joined;
+    h.flags = 0;
+    h.value_count = 0;
+    h.racks_bitmap = 0;
+    h.workers_bitmap = 1u << (h.workers_bitmap % h.rack_fan_in);
+  }
   std::vector<std::uint8_t> p(h.packet_bytes());
   proto::encode(h, p);
   for (std::size_t i = 0; i < h.value_count; ++i) {

@@ -138,6 +138,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::uint32_t i = 0; i < kPool; ++i) {
       const bool changed = !same_aggregator(before, after, i);
       if (changed && !authentic) std::abort();  // a forgery or stranger touched the pool
+      if (changed && h.kind != proto::Kind::fragment) std::abort();  // the handshake never does
       if (changed && before.state[i].valid && before.state[i].owner.job != h.job)
         std::abort();  // job h.job changed an aggregator another job held
       const AggregatorState& a = after.state[i];

@@ -9,6 +9,7 @@
 namespace atp::testing {
 
 struct PacketSpec {
+  proto::Kind kind = proto::Kind::fragment;
   std::uint32_t job = 1, tensor = 0, seq = 0, aggregator = 5;
   std::uint8_t flags = 0, ps_index = 0;
   proto::Level level = proto::Level::rack;
@@ -19,6 +20,7 @@ struct PacketSpec {
 
 inline std::vector<std::uint8_t> make_packet(const PacketSpec& s) {
   proto::Header h;
+  h.kind = s.kind;
   h.flags = s.flags;
   h.next_level = s.level;
   h.ps_index = s.ps_index;

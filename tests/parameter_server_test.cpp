@@ -147,6 +147,58 @@ TEST_F(ParameterServerTest, RunsNeverMeetEachOthersState) {
   EXPECT_EQ(header_of(results[0]).tensor, 0u);
 }
 
+// The start-up handshake: every worker of a launch gets the same run, a relaunch (a rank
+// coming back with another nonce) the next one, and a lost answer the same again.
+TEST_F(ParameterServerTest, HandsEveryWorkerOfALaunchTheSameRunAndARelaunchTheNext) {
+  ParameterServer fresh;
+  fresh.add_job({1, {2, 3}, 4, 8, kDown, 0, 16, 0, /*first_run=*/700});
+  auto join = [&](std::uint8_t rack, std::uint8_t worker, std::uint32_t nonce) {
+    PacketSpec s = single(rack, worker, {});
+    s.kind = proto::Kind::join;
+    s.level = proto::Level::parameter_server;
+    s.seq = nonce;
+    auto p = make_packet(s);
+    fresh.on_packet(0, p, out);
+    auto answers = sent();
+    EXPECT_EQ(answers.size(), 1u);
+    const proto::Header h = header_of(answers.at(0));
+    EXPECT_EQ(h.kind, proto::Kind::joined);
+    EXPECT_EQ(h.seq, nonce);  // names the asker, who alone takes it
+    EXPECT_EQ(h.rack, rack);
+    EXPECT_EQ(h.workers_bitmap, 1u << worker);
+    EXPECT_EQ(h.tensor & 0xFFFFu, 0u);
+    return proto::run_of(h.tensor);
+  };
+  // First launch: five workers, one answer lost and asked again.
+  EXPECT_EQ(join(0, 0, 11), 700);
+  EXPECT_EQ(join(0, 1, 12), 700);
+  EXPECT_EQ(join(1, 0, 13), 700);
+  EXPECT_EQ(join(0, 1, 12), 700);
+  EXPECT_EQ(join(1, 1, 14), 700);
+  EXPECT_EQ(join(1, 2, 15), 700);
+  // Relaunch: whoever asks first with a new nonce starts run 701, and the rest follow.
+  EXPECT_EQ(join(1, 2, 25), 701);
+  EXPECT_EQ(join(0, 0, 21), 701);
+  EXPECT_EQ(join(0, 1, 22), 701);
+  EXPECT_EQ(join(1, 0, 23), 701);
+  EXPECT_EQ(join(1, 1, 24), 701);
+  EXPECT_EQ(fresh.job_counters(1)->joins, 11u);
+  EXPECT_EQ(fresh.job_counters(1)->runs_started, 1u);
+  EXPECT_EQ(fresh.entries_in_use(1), 0u);  // the handshake holds no aggregation state
+}
+
+TEST_F(ParameterServerTest, OnlyTheFirstServerOfAJobHandsOutRuns) {
+  ParameterServer second;
+  second.add_job({1, {2, 3}, 4, 8, kDown, /*ps_index=*/1, 16});
+  PacketSpec s = single(0, 0, {});
+  s.kind = proto::Kind::join;
+  s.ps_index = 1;
+  auto p = make_packet(s);
+  second.on_packet(0, p, out);
+  EXPECT_TRUE(out.packets().empty());
+  EXPECT_EQ(second.job_counters(1)->rejected, 1u);
+}
+
 std::int32_t float_bits(float f) {
   std::int32_t b;
   std::memcpy(&b, &f, 4);

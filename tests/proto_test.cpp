@@ -124,7 +124,10 @@ INSTANTIATE_TEST_SUITE_P(
                 [](auto& p) { p[1] = flag::kWrapped | flag::kOverflow; }},
         BadCase{"remap_without_result", DecodeError::bad_flags,
                 [](auto& p) { p[1] = flag::kRemap; }},
-        BadCase{"reserved", DecodeError::reserved_not_zero, [](auto& p) { p[31] = 1; }}),
+        BadCase{"kind", DecodeError::bad_kind, [](auto& p) { p[31] = 3; }},
+        BadCase{"join_with_values", DecodeError::bad_length, [](auto& p) { p[31] = 1; p[1] = 0; }},
+        BadCase{"join_with_flags", DecodeError::bad_flags, [](auto& p) { p[31] = 1; p[1] = flag::kResend; }},
+        BadCase{"reserved", DecodeError::reserved_not_zero, [](auto& p) { p[35] = 1; }}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Header, FragmentWithoutValuesIsRejectedButFloatRequestIsNot) {
@@ -134,6 +137,40 @@ TEST(Header, FragmentWithoutValuesIsRejectedButFloatRequestIsNot) {
   EXPECT_EQ(decode(encode_packet(h), d), DecodeError::bad_length);
   h.flags = flag::kFloatRequest;
   EXPECT_EQ(decode(encode_packet(h), d), DecodeError::ok);
+}
+
+TEST(Header, HandshakePacketsNameOneWorkerAndCarryNothingElse) {
+  Header join;
+  join.kind = Kind::join;
+  join.job = 7;
+  join.seq = 0xDEADBEEF;  // the worker's nonce
+  join.rack_fan_in = 4;
+  join.job_fan_in = 2;
+  join.rack = 1;
+  join.workers_bitmap = 1u << 3;
+  join.token = 99;
+  Header d;
+  ASSERT_EQ(decode(encode_packet(join), d), DecodeError::ok);
+  EXPECT_EQ(d.kind, Kind::join);
+  EXPECT_EQ(d.seq, 0xDEADBEEFu);
+  EXPECT_FALSE(d.is_downward());
+
+  Header joined = join;
+  joined.kind = Kind::joined;
+  joined.tensor = wire_tensor(0x4242, 0);
+  ASSERT_EQ(decode(encode_packet(joined), d), DecodeError::ok);
+  EXPECT_TRUE(d.is_downward());
+  EXPECT_EQ(run_of(d.tensor), 0x4242);
+
+  Header two_workers = join;
+  two_workers.workers_bitmap = 0b11;
+  EXPECT_EQ(decode(encode_packet(two_workers), d), DecodeError::bad_bitmap);
+  Header whole_rack = join;
+  whole_rack.racks_bitmap = 1;
+  EXPECT_EQ(decode(encode_packet(whole_rack), d), DecodeError::bad_bitmap);
+  Header flagged = joined;
+  flagged.flags = flag::kResult;
+  EXPECT_EQ(decode(encode_packet(flagged), d), DecodeError::bad_flags);
 }
 
 TEST(Header, DecodingRandomBytesNeverCrashes) {

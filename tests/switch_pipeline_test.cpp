@@ -227,6 +227,34 @@ TEST_F(RackSwitch, ResultFreesOwnedAggregatorAndFansOut) {
   EXPECT_EQ(counters().results_sent, 1u);
 }
 
+// The run handshake passes untouched, even where its fields name a held aggregator.
+TEST_F(RackSwitch, HandshakePassesWithoutTouchingAnyAggregator) {
+  auto a = make_packet(worker(0, {1, 2, 3}));
+  run(a);
+  const AggregatorState before = agg();
+
+  PacketSpec join = worker(1, {});
+  join.kind = proto::Kind::join;
+  auto p = make_packet(join);
+  const Forwarding up = run(p, /*congested=*/true);
+  ASSERT_EQ(up.action, Action::unicast);
+  EXPECT_EQ(up.to, kUp);
+  EXPECT_EQ(header_of(p).next_level, proto::Level::parameter_server);
+  EXPECT_EQ(header_of(p).flags, 0);  // no ECN mark either: it is not a fragment
+
+  PacketSpec joined = join;
+  joined.kind = proto::Kind::joined;
+  auto q = make_packet(joined);
+  const Forwarding down = run(q);
+  ASSERT_EQ(down.action, Action::multicast);
+  EXPECT_EQ(std::vector<NodeId>(down.group.begin(), down.group.end()), kWorkers);
+
+  EXPECT_TRUE(agg().valid);
+  EXPECT_EQ(agg().bitmap, before.bitmap);
+  EXPECT_EQ(agg().count, before.count);
+  EXPECT_EQ(counters().aggregated, 1u);
+}
+
 TEST_F(RackSwitch, ResultOfAnotherSeqLeavesTheAggregator) {
   auto a = make_packet(worker(0, {1}));
   run(a);

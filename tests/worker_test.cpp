@@ -140,6 +140,93 @@ TEST(WorkerRun, FragmentsNameTheRunAndOnlyThatRunsResultsCount) {
   EXPECT_EQ(w.status(id), AllreduceStatus::done);
 }
 
+// Without a run id the worker first asks PS 0 for one, and sends no fragment until it has it.
+TEST(WorkerRun, AsksTheFirstServerForItsRunBeforeAnyFragmentLeaves) {
+  WorkerConfig c;
+  c.values_per_packet = 4;
+  c.window = 4;
+  c.rack_fan_in = 2;
+  c.rank_in_rack = 1;
+  c.job_workers = 2;
+  c.parameter_servers = 2;
+  c.run = std::nullopt;
+  c.join_nonce = 0xC0FFEE;
+  c.initial_rto = 100;
+  c.min_rto = 50;
+  c.max_rto = 300;
+  c.deadline = 10'000;
+  Worker w(c);
+  Outbox out;
+  std::vector<float> in(8, 1.0f), result(8);
+  const auto id = w.submit(0, in, result, out);
+  ASSERT_EQ(out.size(), 1u);
+  const auto join = header_of(out.packets()[0].bytes);
+  EXPECT_EQ(join.kind, proto::Kind::join);
+  EXPECT_EQ(join.seq, 0xC0FFEEu);
+  EXPECT_EQ(join.ps_index, 0);
+  EXPECT_EQ(join.workers_bitmap, 0b10u);
+  EXPECT_FALSE(w.run().has_value());
+  out.clear();
+
+  // Unanswered: asked again on a doubling timer, capped at max_rto.
+  EXPECT_EQ(w.next_timer(), 100);
+  w.on_timer(100, out);
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_EQ(w.next_timer(), 300);
+  w.on_timer(300, out);
+  EXPECT_EQ(w.next_timer(), 600);
+  out.clear();
+
+  // Answers for another worker, or for this rank's previous launch, are not ours.
+  PacketSpec answer;
+  answer.kind = proto::Kind::joined;
+  answer.job = c.job;
+  answer.rack_fan_in = 2;
+  answer.workers = 0b01;
+  answer.seq = 0xC0FFEE;
+  answer.tensor = proto::wire_tensor(77, 0);
+  answer.values.clear();
+  auto other_worker = make_packet(answer);
+  w.on_packet(310, other_worker, out);
+  answer.workers = 0b10;
+  answer.seq = 0xBEEF;
+  auto old_launch = make_packet(answer);
+  w.on_packet(320, old_launch, out);
+  EXPECT_FALSE(w.run().has_value());
+  EXPECT_TRUE(out.packets().empty());
+
+  answer.seq = 0xC0FFEE;
+  auto ours = make_packet(answer);
+  w.on_packet(330, ours, out);
+  ASSERT_EQ(w.run(), 77);
+  ASSERT_EQ(out.size(), 2u);  // both fragments leave now, naming run 77
+  for (const auto& d : out.packets()) {
+    const auto h = header_of(d.bytes);
+    EXPECT_EQ(h.kind, proto::Kind::fragment);
+    EXPECT_EQ(h.tensor, proto::wire_tensor(77, id));
+  }
+}
+
+TEST(WorkerRun, FailsClearlyWhenNoServerAnswersTheHandshake) {
+  WorkerConfig c;
+  c.values_per_packet = 4;
+  c.window = 4;
+  c.run = std::nullopt;
+  c.initial_rto = 100;
+  c.min_rto = 50;
+  c.max_rto = 100;
+  c.deadline = 1000;
+  Worker w(c);
+  Outbox out;
+  std::vector<float> in(4, 1.0f), result(4);
+  const auto id = w.submit(0, in, result, out);
+  for (Time t = 100; t <= 1000; t += 100) w.on_timer(t, out);
+  EXPECT_TRUE(w.failed());
+  EXPECT_NE(w.error().find("no run id"), std::string::npos) << w.error();
+  EXPECT_EQ(w.status(id), AllreduceStatus::failed);
+  EXPECT_FALSE(w.next_timer().has_value());
+}
+
 TEST_F(WorkerTest, DuplicateResultsAreIgnored) {
   w.submit(0, input, output, out);
   auto frags = sent();

@@ -2,7 +2,7 @@
 
     import atp.torch
     dist.init_process_group("gloo", ...)                       # any process group
-    comm = atp.torch.init("cluster.toml", job=1, rank=rank)    # agrees on a run id through it
+    comm = atp.torch.init("cluster.toml", job=1, rank=rank)
     model = torch.nn.parallel.DistributedDataParallel(model)
     model.register_comm_hook(atp.torch.HookState(comm), atp.torch.allreduce_hook)
 
@@ -11,38 +11,22 @@ gradient buckets, the traffic that matters, go through ATP instead.
 """
 import queue
 import threading
-import time
 
 import torch
-import torch.distributed as dist
 
 from ._atp import Communicator
 
-__all__ = ["HookState", "allreduce_hook", "allreduce", "init", "communicator", "agreed_run"]
+__all__ = ["HookState", "allreduce_hook", "allreduce", "init", "communicator"]
 
 _default = None
-
-
-def agreed_run(group=None):
-    """A run id every rank of the process group shares: rank 0's clock in seconds, mod 2^16.
-
-    Each run of a job on long-lived switches and PSs needs another run id than the last (so
-    it never meets the state the last one left); a clock that ticks between two launches gives
-    one (it repeats only for launches a multiple of 2^16 s, about 18 hours, apart).
-    """
-    value = torch.tensor([int(time.time()) & 0xFFFF], dtype=torch.int64)
-    dist.broadcast(value, src=0, group=group)
-    return int(value.item())
 
 
 def init(cluster_file, job, rank, run=None):
     """Opens the process's default communicator, used by allreduce() without `comm`.
 
-    run: None agrees on one through torch.distributed if it is initialized (0 otherwise).
+    run: None lets the job's first PS hand this launch a fresh run id (see atp.Communicator).
     """
     global _default
-    if run is None:
-        run = agreed_run() if dist.is_available() and dist.is_initialized() else 0
     _default = Communicator(cluster_file, job, rank, run)
     return _default
 

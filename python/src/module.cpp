@@ -99,7 +99,7 @@ py::dict config_dict(const atp::engines::WorkerConfig& c, std::size_t rank) {
   d["scale"] = c.scale;
   d["parameter_servers"] = c.parameter_servers;
   d["deadline_s"] = static_cast<double>(c.deadline) / atp::kSecond;
-  d["run"] = c.run;
+  d["run"] = c.run ? py::object(py::int_(*c.run)) : py::object(py::none());
   return d;
 }
 
@@ -108,7 +108,7 @@ struct PyCommunicator {
   std::size_t rank;
 
   PyCommunicator(const std::string& cluster_file, std::uint32_t job, std::size_t rank_,
-                 std::uint16_t run)
+                 std::optional<std::uint16_t> run)
       : rank(rank_) {
     try {
       comm = atp::Communicator::from_cluster_file(cluster_file, job, rank, run);
@@ -140,10 +140,12 @@ PYBIND11_MODULE(_atp, m) {
 
   py::class_<PyCommunicator>(m, "Communicator",
                              "One worker of one job, as the cluster file describes it.")
-      .def(py::init<const std::string&, std::uint32_t, std::size_t, std::uint16_t>(),
-           py::arg("cluster_file"), py::arg("job"), py::arg("rank"), py::arg("run") = 0,
-           "run: this run of the job (0..65535), the same for all its workers; the next run of "
-           "the job on the same switches and PSs must use another one.")
+      .def(py::init<const std::string&, std::uint32_t, std::size_t,
+                    std::optional<std::uint16_t>>(),
+           py::arg("cluster_file"), py::arg("job"), py::arg("rank"), py::arg("run") = py::none(),
+           "run: None (the default) lets the job's first PS hand every worker of this launch "
+           "the same fresh run id; or an explicit id (0..65535), the same for all the job's "
+           "workers and another for the next launch on the same daemons.")
       .def(
           "allreduce",
           [](PyCommunicator& self, py::buffer input, py::object output) {

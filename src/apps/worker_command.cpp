@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "apps/commands.h"
 #include <nlohmann/json.hpp>
@@ -20,7 +21,7 @@ namespace {
 struct WorkerOptions {
   std::string config, json_out, progress_file;
   std::uint32_t job = 0, rank = 0, iterations = 3, tensors = 1;
-  std::uint16_t run = 0;
+  std::optional<std::uint16_t> run;  // default: the PS hands out a fresh one
   double compute_ms = 0;  // a training step's computation, between allreduces
   std::size_t floats = 1 << 20;
   std::uint64_t seed = 1;
@@ -117,9 +118,9 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--job", o.job, "Job id")->required();
   cmd->add_option("--rank", o.rank, "This worker's position in the job's workers list")->required();
   cmd->add_option("--run", o.run,
-                  "This run of the job (0..65535): the same for all its workers, another for "
-                  "the next run on the same daemons")
-      ->capture_default_str();
+                  "This launch's run id (0..65535), the same for all the job's workers and "
+                  "another for the next launch on the same daemons. Default: the job's first "
+                  "PS hands every worker of a launch the same fresh one");
   cmd->add_option("--floats", o.floats, "Floats per tensor")->capture_default_str();
   cmd->add_option("--tensors", o.tensors, "Tensors per iteration (in flight together)")
       ->capture_default_str();

@@ -1,6 +1,7 @@
 #include "daemons/ps_daemon.h"
 
 #include <algorithm>
+#include <random>
 
 namespace atp::daemons {
 
@@ -8,14 +9,21 @@ PsDaemon::PsDaemon(const control::ClusterConfig& config, const std::string& name
     : name_(name), address_(config.server_named(name).address), socket_(address_) {
   for (auto& job : config.server_jobs(name, book_)) {
     jobs_.push_back(job.job);
-    ps_.add_job(std::move(job));
+    add_job(std::move(job));
   }
+}
+
+// Run ids start at random: a restarted PS must not hand a relaunched job the run its
+// predecessor just used, whose partial sums switches may still hold.
+void PsDaemon::add_job(engines::PsJob job) {
+  job.first_run = static_cast<std::uint16_t>(std::random_device{}());
+  ps_.add_job(std::move(job));
 }
 
 void PsDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
   for (auto& j : cluster.server_jobs(name_, book_)) {
     if (j.job != job) continue;
-    ps_.add_job(std::move(j));
+    add_job(std::move(j));
     if (std::find(jobs_.begin(), jobs_.end(), job) == jobs_.end()) jobs_.push_back(job);
     return;
   }
@@ -60,6 +68,8 @@ nlohmann::json PsDaemon::stats() const {
                                 {"remaps", c->remaps},
                                 {"rejected", c->rejected},
                                 {"forged", c->forged},
+                                {"joins", c->joins},
+                                {"runs_started", c->runs_started},
                                 {"entries_in_use", ps_.entries_in_use(id)}};
   }
   const auto& c = ps_.counters();

@@ -25,6 +25,7 @@ class PsDaemon {
   bool remove_job(std::uint32_t job);
 
  private:
+  void add_job(engines::PsJob job);
   void on_readable();
 
   std::string name_;

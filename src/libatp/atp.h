@@ -11,13 +11,15 @@ extern "C" {
 
 typedef struct atp_comm atp_comm;
 
-/* Opens worker `rank` of job `job` described in the cluster file at `config_path`.
+/* Opens worker `rank` of job `job` described in the cluster file at `config_path`. The job's
+   first parameter server hands all workers of this launch a fresh run id at the first
+   allreduce, so a relaunch on the same daemons never meets the last launch's state.
    Returns NULL on failure and writes the reason into `error` (up to `error_size` bytes). */
 atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, char* error,
                         size_t error_size);
 
-/* The same for run `run` of the job (all its workers use the same run; the next run of the job
-   on the same switches and parameter servers must use another one). atp_comm_open is run 0. */
+/* The same with an explicit run id instead of the handshake: all the job's workers must use
+   the same one, and the next launch of the job on the same daemons another. */
 atp_comm* atp_comm_open_run(const char* config_path, uint32_t job, uint32_t rank, uint16_t run,
                             char* error, size_t error_size);
 

@@ -18,17 +18,8 @@ void copy_error(const std::string& message, char* out, size_t size) {
   out[size - 1] = '\0';
 }
 
-}  // namespace
-
-extern "C" {
-
-atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, char* error,
-                        size_t error_size) {
-  return atp_comm_open_run(config_path, job, rank, 0, error, error_size);
-}
-
-atp_comm* atp_comm_open_run(const char* config_path, uint32_t job, uint32_t rank, uint16_t run,
-                            char* error, size_t error_size) {
+atp_comm* open_comm(const char* config_path, uint32_t job, uint32_t rank,
+                    std::optional<uint16_t> run, char* error, size_t error_size) {
   try {
     if (config_path == nullptr) throw std::invalid_argument("config_path is NULL");
     auto c = std::make_unique<atp_comm>();
@@ -38,6 +29,20 @@ atp_comm* atp_comm_open_run(const char* config_path, uint32_t job, uint32_t rank
     copy_error(e.what(), error, error_size);
     return nullptr;
   }
+}
+
+}  // namespace
+
+extern "C" {
+
+atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, char* error,
+                        size_t error_size) {
+  return open_comm(config_path, job, rank, std::nullopt, error, error_size);
+}
+
+atp_comm* atp_comm_open_run(const char* config_path, uint32_t job, uint32_t rank, uint16_t run,
+                            char* error, size_t error_size) {
+  return open_comm(config_path, job, rank, run, error, error_size);
 }
 
 int atp_allreduce(atp_comm* comm, const float* input, float* output, size_t count) {

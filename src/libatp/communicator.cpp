@@ -1,5 +1,6 @@
 #include "libatp/communicator.h"
 
+#include <random>
 #include <stdexcept>
 
 namespace atp {
@@ -24,10 +25,11 @@ Communicator::~Communicator() {
 
 std::unique_ptr<Communicator> Communicator::from_cluster(const control::ClusterConfig& cluster,
                                                          std::uint32_t job, std::size_t rank,
-                                                         std::uint16_t run) {
+                                                         std::optional<std::uint16_t> run) {
   runtime::AddressBook book;
   engines::WorkerConfig config = cluster.worker_config(job, rank, book);
   config.run = run;
+  config.join_nonce = std::random_device{}();
   return std::make_unique<Communicator>(config, cluster.job(job).workers[rank].address,
                                         std::move(book));
 }
@@ -35,7 +37,7 @@ std::unique_ptr<Communicator> Communicator::from_cluster(const control::ClusterC
 std::unique_ptr<Communicator> Communicator::from_cluster_file(const std::string& path,
                                                               std::uint32_t job,
                                                               std::size_t rank,
-                                                              std::uint16_t run) {
+                                                              std::optional<std::uint16_t> run) {
   return from_cluster(control::ClusterConfig::load(path), job, rank, run);
 }
 

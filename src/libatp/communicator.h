@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -34,15 +35,16 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  // `run`: this run of the job, the same for all its workers; the next run of the job on the
-  // same switches and PSs must use another one (e.g. a counter or a clock in seconds, agreed
-  // through the launcher; atp.torch agrees on one through torch.distributed).
+  // `run`: this launch of the job. By default the job's first PS hands every worker of a
+  // launch the same fresh one at the first allreduce (a random nonce per Communicator tells
+  // launches apart). An explicit run must be the same for all the job's workers, and the next
+  // launch on the same switches and PSs must use another.
   static std::unique_ptr<Communicator> from_cluster(const control::ClusterConfig& cluster,
                                                     std::uint32_t job, std::size_t rank,
-                                                    std::uint16_t run = 0);
+                                                    std::optional<std::uint16_t> run = {});
   static std::unique_ptr<Communicator> from_cluster_file(const std::string& path,
                                                          std::uint32_t job, std::size_t rank,
-                                                         std::uint16_t run = 0);
+                                                         std::optional<std::uint16_t> run = {});
 
   // Sums `input` over every worker of the job into `output` (same size). Throws
   // std::runtime_error if the job cannot finish (see WorkerConfig::deadline).

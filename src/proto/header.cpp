@@ -20,7 +20,7 @@ constexpr std::size_t racks_bitmap = 24;
 constexpr std::size_t rack_fan_in = 28;
 constexpr std::size_t job_fan_in = 29;
 constexpr std::size_t rack = 30;
-constexpr std::size_t reserved8 = 31;
+constexpr std::size_t kind = 31;
 constexpr std::size_t value_count = 32;
 constexpr std::size_t reserved16 = 34;
 constexpr std::size_t remap_index = 36;
@@ -40,12 +40,21 @@ std::string_view to_string(DecodeError e) {
     case DecodeError::bad_rack: return "rack index not below the job's rack count";
     case DecodeError::bad_bitmap: return "bitmap has bits beyond the fan-in or names no contributor";
     case DecodeError::bad_flags: return "contradictory flags";
+    case DecodeError::bad_kind: return "kind is not 0, 1 or 2";
     case DecodeError::reserved_not_zero: return "reserved bytes are not zero";
   }
   return "unknown decode error";
 }
 
 namespace {
+
+// A handshake packet carries no flags and no values, and names exactly one worker.
+DecodeError validate_handshake(const Header& h) {
+  if (h.flags != 0) return DecodeError::bad_flags;
+  if (h.value_count != 0) return DecodeError::bad_length;
+  if (h.racks_bitmap != 0 || std::popcount(h.workers_bitmap) != 1) return DecodeError::bad_bitmap;
+  return DecodeError::ok;
+}
 
 DecodeError validate_flags(const Header& h) {
   const bool result = h.has(flag::kResult);
@@ -81,8 +90,9 @@ DecodeError decode(std::span<const std::uint8_t> packet, Header& h) {
   if (packet.size() < kHeaderBytes) return DecodeError::too_short;
   const std::uint8_t* p = packet.data();
   if (p[offset::version] != kVersion) return DecodeError::bad_version;
-  if (p[offset::reserved8] != 0 || load_be16(p + offset::reserved16) != 0)
-    return DecodeError::reserved_not_zero;
+  if (load_be16(p + offset::reserved16) != 0) return DecodeError::reserved_not_zero;
+  if (p[offset::kind] > static_cast<std::uint8_t>(Kind::joined)) return DecodeError::bad_kind;
+  h.kind = static_cast<Kind>(p[offset::kind]);
 
   h.value_count = load_be16(p + offset::value_count);
   if (h.value_count > kMaxValues) return DecodeError::too_many_values;
@@ -105,6 +115,10 @@ DecodeError decode(std::span<const std::uint8_t> packet, Header& h) {
   h.remap_index = load_be32(p + offset::remap_index);
   h.token = load_be32(p + offset::token);
 
+  if (h.kind != Kind::fragment) {
+    if (auto e = validate_handshake(h); e != DecodeError::ok) return e;
+    return validate_contributors(h);
+  }
   if (auto e = validate_flags(h); e != DecodeError::ok) return e;
   if (!h.is_downward() && h.value_count == 0) return DecodeError::bad_length;
   return validate_contributors(h);
@@ -121,7 +135,7 @@ void encode(const Header& h, std::span<std::uint8_t> out) {
   p[offset::rack_fan_in] = h.rack_fan_in;
   p[offset::job_fan_in] = h.job_fan_in;
   p[offset::rack] = h.rack;
-  p[offset::reserved8] = 0;
+  p[offset::kind] = static_cast<std::uint8_t>(h.kind);
   store_be16(p + offset::value_count, h.value_count);
   store_be16(p + offset::reserved16, 0);
   store_be32(p + offset::remap_index, h.remap_index);

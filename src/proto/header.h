@@ -32,7 +32,17 @@ inline constexpr std::uint8_t kRemap = 0x80;         // result suggests `remap_i
 // Which element handles the packet next on its way up.
 enum class Level : std::uint8_t { parameter_server = 0, rack = 1, spine = 2 };
 
+// What the packet is. Switches aggregate only fragments; the other kinds are a job's start-up
+// handshake with its first PS, which hands every worker of a launch the same fresh run id
+// (engines.md, "Runs"), and pass through switches untouched.
+enum class Kind : std::uint8_t {
+  fragment = 0,  // a gradient fragment going up, or a result / float request coming down
+  join = 1,      // worker -> PS 0: "which run am I in?", seq = the worker's nonce
+  joined = 2,    // PS 0 -> workers: the run (high half of `tensor`) for the nonce in seq
+};
+
 struct Header {
+  Kind kind = Kind::fragment;
   std::uint8_t flags = 0;
   Level next_level = Level::rack;
   std::uint8_t ps_index = 0;
@@ -58,7 +68,9 @@ struct Header {
 
   bool has(std::uint8_t f) const { return (flags & f) != 0; }
   void set(std::uint8_t f, bool on = true) { flags = on ? (flags | f) : (flags & ~f); }
-  bool is_downward() const { return has(flag::kResult) || has(flag::kFloatRequest); }
+  bool is_downward() const {
+    return has(flag::kResult) || has(flag::kFloatRequest) || kind == Kind::joined;
+  }
   std::size_t packet_bytes() const { return kHeaderBytes + std::size_t{value_count} * kValueBytes; }
 };
 
@@ -73,6 +85,7 @@ enum class DecodeError : std::uint8_t {
   bad_rack,
   bad_bitmap,
   bad_flags,
+  bad_kind,
   reserved_not_zero,
 };
 

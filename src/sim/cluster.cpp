@@ -51,6 +51,8 @@ void add(engines::PsJobCounters& a, const engines::PsJobCounters& b) {
   a.remaps += b.remaps;
   a.rejected += b.rejected;
   a.forged += b.forged;
+  a.joins += b.joins;
+  a.runs_started += b.runs_started;
 }
 
 void validate(const ClusterSpec& spec) {

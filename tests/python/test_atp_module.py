@@ -127,11 +127,25 @@ def test_a_worker_alone_fails_with_the_reason(cluster):
         comm.allreduce(np.ones(100, np.float32))
 
 
+def test_a_relaunched_job_on_the_same_daemons_gets_its_own_sums(cluster):
+    # A short tensor (all its fragments still kept by the PS for late resends) and default
+    # arguments: each launch must be answered with its own sum, never the last launch's.
+    for launch in range(3):
+        comms = [atp.Communicator(cluster.config, job=1, rank=r) for r in range(2)]
+        assert comms[0].config["run"] is None  # handed out by the job's first PS
+        inputs = [gradients(r, 1000, seed=100 + launch) for r in range(2)]
+        outs = run_all([lambda r=r: comms[r].allreduce(inputs[r].copy()) for r in range(2)])
+        expected = exact_sum(inputs, comms[0].config["scale"])
+        for out in outs:
+            np.testing.assert_array_equal(out, expected)
+        del comms
+
+
 def test_torch_allreduce_sums_and_averages_tensors_in_place(cluster):
     torch = pytest.importorskip("torch")
     import atp.torch
-    # Job 2 ran on these daemons before (run 0): this later run must not meet its state.
-    comms = [atp.Communicator(cluster.config, job=2, rank=r, run=1) for r in range(2)]
+    # Job 2 ran on these daemons before: this later launch must not meet its state.
+    comms = [atp.Communicator(cluster.config, job=2, rank=r) for r in range(2)]
     inputs = [gradients(r, 3000, seed=7) for r in range(2)]
     tensors = [torch.from_numpy(a.copy()) for a in inputs]
     means = [torch.from_numpy(a.copy()) for a in inputs]

@@ -37,6 +37,7 @@ void ParameterServer::add_job(PsJob config) {
   job.entries.resize(std::size_t{config.window} * 2);
   job.collision_streak.assign(config.window, 0);
   job.remap_generation.assign(config.window, 0);
+  job.runs = RunRegistry(config.first_run, job.workers);
   job.config = std::move(config);
   const std::uint32_t id = job.config.job;
   jobs_[id] = std::move(job);
@@ -81,6 +82,7 @@ void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outb
     ++job.counters.rejected;
     return;
   }
+  if (h.kind == proto::Kind::join) return answer_join(job, h, out);
   const ContributorSet who = ContributorSet::of(h, job.full_masks);
   note_moved_on(job, h, who);
   Entry* e = entry_for(job, h);
@@ -145,6 +147,26 @@ bool ParameterServer::consistent(const Job& job, const proto::Header& h) const {
   if (h.job_fan_in != racks || h.value_count > job.config.values_per_packet) return false;
   if (h.rack_fan_in != job.config.workers_per_rack[h.rack]) return false;
   return true;
+}
+
+// The answer goes to every worker of the job (the switches fan it out like a result); only the
+// one whose rack, bit and nonce it names takes it.
+void ParameterServer::answer_join(Job& job, const proto::Header& h, Outbox& out) {
+  ++job.counters.joins;
+  if (job.config.ps_index != 0) {
+    ++job.counters.rejected;  // runs are PS 0's to hand out
+    return;
+  }
+  const std::uint32_t worker = job.worker_offset[h.rack] + std::countr_zero(h.workers_bitmap);
+  const std::uint16_t before = job.runs.run();
+  const std::uint16_t run = job.runs.join(worker, h.seq);
+  if (run != before) ++job.counters.runs_started;
+
+  proto::Header answer = h;
+  answer.kind = proto::Kind::joined;
+  answer.next_level = proto::Level::parameter_server;
+  answer.tensor = proto::wire_tensor(run, 0);
+  proto::encode(answer, out.add(job.config.downstream, answer.packet_bytes()));
 }
 
 // Whoever sends seq s has the result of s - window (its window slid past it): that result need

@@ -14,6 +14,7 @@
 
 #include "engines/common.h"
 #include "engines/ps/contributor_set.h"
+#include "engines/ps/run_registry.h"
 #include "proto/header.h"
 
 namespace atp::engines {
@@ -28,6 +29,9 @@ struct PsJob {
   // Aggregators per switch, for remap suggestions; 0 disables them.
   std::uint32_t pool_size = 0;
   std::uint32_t token = 0;  // packets of the job must carry it, and come from `downstream`
+  // Where the job's run ids start (see run_registry.h): the daemon draws it at random. Only
+  // PS 0 of a job answers workers asking for their run.
+  std::uint16_t first_run = 0;
 };
 
 struct PsConfig {
@@ -49,6 +53,8 @@ struct PsJobCounters {
   std::uint64_t remaps = 0;
   std::uint64_t rejected = 0;       // disagree with the job's configuration
   std::uint64_t forged = 0;         // wrong token, or not from the job's switch
+  std::uint64_t joins = 0;          // workers asking for their run (retries included)
+  std::uint64_t runs_started = 0;   // launches after the first: a worker came with a new nonce
 };
 
 struct PsCounters {
@@ -92,10 +98,12 @@ class ParameterServer {
     std::uint32_t workers = 0;
     std::vector<Entry> entries;  // two per slot
     std::vector<std::uint32_t> collision_streak, remap_generation;  // per slot
+    RunRegistry runs{0, 0};
     PsJobCounters counters;
   };
 
   bool consistent(const Job& job, const proto::Header& h) const;
+  void answer_join(Job& job, const proto::Header& h, Outbox& out);
   Entry* entry_for(Job& job, const proto::Header& h);
   void note_moved_on(Job& job, const proto::Header& h, const ContributorSet& who);
   void add_integers(Entry& e, const proto::Header& h, std::span<const std::uint8_t> packet);

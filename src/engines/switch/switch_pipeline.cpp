@@ -143,6 +143,9 @@ Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, std::optional
     ++counters_.malformed;  // no route: refuse before touching any aggregator
     return drop();
   }
+  // The start-up handshake passes every level untouched: up to PS 0, down to the workers.
+  if (c.h.kind == proto::Kind::join) return forward_up(c);
+  if (c.h.kind == proto::Kind::joined) return fan_out(c);
   if (congested) c.h.set(flag::kEcn);
   c.has_aggregator = pick_aggregator(c);
 
@@ -316,6 +319,10 @@ Forwarding SwitchPipeline::handle_downward(Context& c) {
     const AggregatorState& a = pool_.state(c.index);
     if (a.valid && a.owner == c.owner()) pool_.free(c.index);
   }
+  return fan_out(c);
+}
+
+Forwarding SwitchPipeline::fan_out(Context& c) {
   proto::encode_flags_and_bitmaps(c.h, c.packet);
   ++c.job->counters.results_sent;
   return {Forwarding::Action::multicast, 0, c.job->config.downstream};

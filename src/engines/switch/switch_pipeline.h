@@ -118,6 +118,7 @@ class SwitchPipeline {
   bool aggregatable(const Context& c) const;
   bool fan_in_agrees(Context& c) const;
   static bool authentic(const SwitchJob& job, const proto::Header& h, std::optional<NodeId> from);
+  Forwarding fan_out(Context& c);
   Forwarding forward_up(Context& c);
   Forwarding route_up(Context& c);
   Forwarding emit_sum(Context& c, std::uint32_t racks, std::uint32_t workers);

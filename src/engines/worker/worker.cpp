@@ -34,6 +34,7 @@ void validate(const WorkerConfig& c) {
 
 Worker::Worker(WorkerConfig config)
     : config_((validate(config), config)),
+      run_(config.run),
       cwnd_(config.initial_window ? config.initial_window : config.window, config.window),
       rtt_(config.initial_rto, config.min_rto, config.max_rto),
       quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
@@ -61,12 +62,45 @@ std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<f
   tensors_.push_back(Tensor{id, input.data(), output.data(), input.size(), end_seq_,
                             static_cast<std::uint32_t>(fragments), 0});
   end_seq_ += static_cast<std::uint32_t>(fragments);
+  if (!run_ && !join_started_) {
+    join_started_ = now;
+    send_join(now, out);
+  }
   send_new(now, out);
   return id;
 }
 
+// Asks PS 0 for this launch's run; resent on the retransmission timer until it answers.
+void Worker::send_join(Time now, Outbox& out) {
+  proto::Header h;
+  h.kind = proto::Kind::join;
+  h.next_level = proto::Level::rack;
+  h.ps_index = 0;
+  h.job = config_.job;
+  h.token = config_.token;
+  h.seq = config_.join_nonce;
+  h.workers_bitmap = 1u << config_.rank_in_rack;
+  h.rack_fan_in = config_.rack_fan_in;
+  h.job_fan_in = config_.job_fan_in;
+  h.rack = config_.rack;
+  proto::encode(h, out.add(config_.uplink, h.packet_bytes()));
+  join_interval_ = join_interval_ == 0 ? config_.initial_rto
+                                       : std::min(2 * join_interval_, config_.max_rto);
+  join_resend_at_ = now + join_interval_;
+}
+
+// Every worker of the job hears every answer: this one is ours if it names us and our nonce.
+void Worker::on_joined(Time now, const proto::Header& h, Outbox& out) {
+  if (run_ || h.seq != config_.join_nonce || h.rack != config_.rack ||
+      h.workers_bitmap != (1u << config_.rank_in_rack))
+    return;
+  run_ = proto::run_of(h.tensor);
+  join_started_.reset();
+  send_new(now, out);
+}
+
 void Worker::send_new(Time now, Outbox& out) {
-  while (!failed() && next_seq_ != end_seq_ &&
+  while (!failed() && run_ && next_seq_ != end_seq_ &&
          seq_distance(next_seq_, base_) < static_cast<std::int32_t>(config_.window) &&
          in_flight_ < cwnd_.allowed()) {
     while (next_seq_ - tensors_[send_cursor_].first_seq >= tensors_[send_cursor_].fragments)
@@ -95,7 +129,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   h.ps_index = static_cast<std::uint8_t>(f.seq % config_.parameter_servers);
   h.job = config_.job;
   h.token = config_.token;
-  h.tensor = proto::wire_tensor(config_.run, f.tensor->id);
+  h.tensor = proto::wire_tensor(*run_, f.tensor->id);
   h.seq = f.seq;
   h.aggregator = aggregator_of_slot_[f.seq & (config_.window - 1)];
   h.workers_bitmap = 1u << config_.rank_in_rack;
@@ -137,13 +171,14 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
     return;
   }
   if (failed()) return;
+  if (h.kind == proto::Kind::joined) return on_joined(now, h, out);
   if (seq_distance(h.seq, base_) < 0 || seq_distance(h.seq, next_seq_) >= 0) {
     ++stats_.duplicate_results;
     return;
   }
   Fragment& f = slot(h.seq);
   if (!f.active || f.seq != h.seq || f.acked ||
-      proto::wire_tensor(config_.run, f.tensor->id) != h.tensor) {
+      proto::wire_tensor(*run_, f.tensor->id) != h.tensor) {
     ++stats_.duplicate_results;
     return;
   }
@@ -228,6 +263,17 @@ void Worker::advance_base() {
 
 void Worker::on_timer(Time now, Outbox& out) {
   if (failed()) return;
+  if (join_started_) {  // nothing else is in flight until the run is known
+    if (now - *join_started_ >= config_.deadline) {
+      fail("job " + std::to_string(config_.job) + " worker " + std::to_string(config_.rack) +
+           "/" + std::to_string(config_.rank_in_rack) + ": no run id from the job's first "
+           "parameter server after " + std::to_string(config_.deadline / kMillisecond) +
+           " ms; it is unreachable, or runs another configuration");
+    } else if (now >= join_resend_at_) {
+      send_join(now, out);
+    }
+    return;
+  }
   earliest_timer_stale_ = true;
   bool timed_out = false;
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
@@ -255,6 +301,7 @@ void Worker::on_timer(Time now, Outbox& out) {
 
 std::optional<Time> Worker::next_timer() const {
   if (failed()) return std::nullopt;
+  if (join_started_) return std::min(join_resend_at_, *join_started_ + config_.deadline);
   if (!earliest_timer_stale_) return earliest_timer_;
   earliest_timer_stale_ = false;
   std::optional<Time> next;

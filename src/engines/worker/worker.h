@@ -16,6 +16,7 @@
 #include "engines/common.h"
 #include "engines/worker/congestion_window.h"
 #include "engines/worker/rtt_estimator.h"
+#include "proto/header.h"
 
 namespace atp::engines {
 
@@ -34,8 +35,11 @@ struct WorkerConfig {
   NodeId uplink = 0;  // the rack switch: the only node results may come from
   std::uint32_t token = 0;  // the job's secret, carried by every packet
   // This run of the job: every worker of a run must use the same one, and a new run of the job
-  // on the same switches and PSs another one (see proto::wire_tensor).
-  std::uint16_t run = 0;
+  // on the same switches and PSs another one (see proto::wire_tensor). nullopt: ask the job's
+  // first PS before the first fragment leaves (ps/run_registry.h), with `join_nonce`, which
+  // must differ from the one this rank used in the job's last launch (pick it at random).
+  std::optional<std::uint16_t> run = 0;
+  std::uint32_t join_nonce = 0;
   Duration initial_rto = 100 * kMillisecond;
   Duration min_rto = 50 * kMillisecond;
   Duration max_rto = 1 * kSecond;
@@ -84,6 +88,8 @@ class Worker {
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   bool idle() const { return base_ == end_seq_; }
+  // The run this worker's fragments name; nullopt while it still waits for PS 0's answer.
+  std::optional<std::uint16_t> run() const { return run_; }
 
   const WorkerConfig& config() const { return config_; }
   const WorkerStats& stats() const { return stats_; }
@@ -114,6 +120,8 @@ class Worker {
     Time first_sent = 0, last_sent = 0, rto_deadline = 0;
   };
 
+  void send_join(Time now, Outbox& out);
+  void on_joined(Time now, const proto::Header& h, Outbox& out);
   void send_new(Time now, Outbox& out);
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
   void detect_gaps(Time now, const Fragment& acked, Outbox& out);
@@ -122,6 +130,11 @@ class Worker {
   Fragment& slot(std::uint32_t seq) { return ring_[seq & (config_.window - 1)]; }
 
   WorkerConfig config_;
+  std::optional<std::uint16_t> run_;
+  // The handshake, while run_ is unknown: when it began (nullopt: not yet), next resend due.
+  std::optional<Time> join_started_;
+  Time join_resend_at_ = 0;
+  Duration join_interval_ = 0;  // from initial_rto, doubling up to max_rto
   CongestionWindow cwnd_;
   RttEstimator rtt_;
   std::int32_t quant_limit_;  // |quantized value| at most this, or the fragment goes as floats
