@@ -173,18 +173,23 @@ TEST(Cluster, SameSeedSameTrace) {
 TEST(Cluster, UnreachablePsIsReportedNotExact) {
   Scenario s = small();
   s.time_limit_s = 2;
-  // Everything toward the PS vanishes: the workers must give up with an error.
-  auto filter = [](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
-    proto::Header h;
-    return proto::decode(bytes, h) == proto::DecodeError::ok &&
-           h.next_level == proto::Level::parameter_server && !h.is_downward();
-  };
   auto spec = to_cluster_spec(s);
   spec.worker_defaults.deadline = 500 * kMillisecond;
-  const auto r = run_cluster(spec, filter);
-  EXPECT_FALSE(r.jobs[0].exact);
-  EXPECT_FALSE(r.jobs[0].finished);
-  EXPECT_NE(r.jobs[0].error.find("no result"), std::string::npos) << r.jobs[0].error;
+  // Everything toward the PS vanishes, or everything but the run handshake: the workers must
+  // give up with an error saying what they missed, their run id or a result.
+  for (const auto& [handshake_lost, missed] : {std::pair{true, "no run id"},
+                                              std::pair{false, "no result"}}) {
+    auto filter = [handshake_lost](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
+      proto::Header h;
+      return proto::decode(bytes, h) == proto::DecodeError::ok &&
+             h.next_level == proto::Level::parameter_server && !h.is_downward() &&
+             (handshake_lost || h.kind == proto::Kind::fragment);
+    };
+    const auto r = run_cluster(spec, filter);
+    EXPECT_FALSE(r.jobs[0].exact);
+    EXPECT_FALSE(r.jobs[0].finished);
+    EXPECT_NE(r.jobs[0].error.find(missed), std::string::npos) << r.jobs[0].error;
+  }
 }
 
 }  // namespace

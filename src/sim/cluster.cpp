@@ -167,6 +167,9 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
         c.parameter_servers = spec.parameter_servers;
         c.uplink = switch_id;
         c.token = token;
+        // Each worker asks the job's first PS for its run, as a real launch does.
+        c.run = std::nullopt;
+        c.join_nonce = static_cast<std::uint32_t>(splitmix64(token_seed));
         auto node = std::make_unique<TrainingWorkerNode>(c, job.plan, rank++, *verifiers.back());
         TrainingWorkerNode* raw = node.get();
         const NodeId id = sim.add_node(std::move(node));
@@ -185,7 +188,8 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
       job_servers[p].second->ps().add_job(engines::PsJob{j, used_counts, job.window,
                                                      job.values_per_packet, spine_id,
                                                      static_cast<std::uint8_t>(p),
-                                                     spec.pool_size, token});
+                                                     spec.pool_size, token,
+                                                     static_cast<std::uint16_t>(token >> 16)});
   }
 
   for (auto& [id, node] : all_workers) node->start(sim, id);
