@@ -182,7 +182,11 @@ TEST_F(ParameterServerTest, HandsEveryWorkerOfALaunchTheSameRunAndARelaunchTheNe
   EXPECT_EQ(join(0, 1, 22), 701);
   EXPECT_EQ(join(1, 0, 23), 701);
   EXPECT_EQ(join(1, 1, 24), 701);
-  EXPECT_EQ(fresh.job_counters(1)->joins, 11u);
+  // A late duplicate of a first-launch join neither splits the second launch nor starts a
+  // third: it is told the run it belonged to.
+  EXPECT_EQ(join(0, 1, 12), 700);
+  EXPECT_EQ(join(0, 1, 22), 701);
+  EXPECT_EQ(fresh.job_counters(1)->joins, 13u);
   EXPECT_EQ(fresh.job_counters(1)->runs_started, 1u);
   EXPECT_EQ(fresh.entries_in_use(1), 0u);  // the handshake holds no aggregation state
 }

@@ -158,9 +158,9 @@ void ParameterServer::answer_join(Job& job, const proto::Header& h, Outbox& out)
     return;
   }
   const std::uint32_t worker = job.worker_offset[h.rack] + std::countr_zero(h.workers_bitmap);
-  const std::uint16_t before = job.runs.run();
+  const std::uint16_t current = job.runs.run();
   const std::uint16_t run = job.runs.join(worker, h.seq);
-  if (run != before) ++job.counters.runs_started;
+  if (job.runs.run() != current) ++job.counters.runs_started;
 
   proto::Header answer = h;
   answer.kind = proto::Kind::joined;

@@ -17,17 +17,21 @@ class RunRegistry {
   // `first_run`: where this PS starts counting; the daemon picks it at random, so that a
   // restarted PS does not hand out the run its predecessor just used.
   RunRegistry(std::uint16_t first_run, std::uint32_t workers)
-      : run_(first_run), nonce_of_(workers) {}
+      : run_(first_run), nonce_of_(workers), previous_nonce_of_(workers) {}
 
   // The run of `worker` (its index in the job) asking with `nonce`. Asking again with the same
-  // nonce (a lost answer) gets the same run.
+  // nonce (a lost answer) gets the same run. A late join of the previous launch (a duplicate,
+  // or a worker of it still starting) gets the previous run and leaves the current one alone,
+  // so it cannot split the current launch over two runs.
   std::uint16_t join(std::uint32_t worker, std::uint32_t nonce) {
-    std::optional<std::uint32_t>& known = nonce_of_[worker];
-    if (known && *known != nonce) {
+    if (previous_nonce_of_[worker] == nonce && nonce_of_[worker] != nonce)
+      return static_cast<std::uint16_t>(run_ - 1);
+    if (nonce_of_[worker] && *nonce_of_[worker] != nonce) {
       ++run_;
+      previous_nonce_of_.swap(nonce_of_);
       for (auto& n : nonce_of_) n.reset();
     }
-    known = nonce;
+    nonce_of_[worker] = nonce;
     return run_;
   }
 
@@ -35,7 +39,7 @@ class RunRegistry {
 
  private:
   std::uint16_t run_;
-  std::vector<std::optional<std::uint32_t>> nonce_of_;
+  std::vector<std::optional<std::uint32_t>> nonce_of_, previous_nonce_of_;
 };
 
 }  // namespace atp::engines
