@@ -79,8 +79,10 @@ Simulator::DropFilter drop_first(int count, bool (*kind)(const proto::Header&)) 
 }
 
 bool is_worker_fragment(const proto::Header& h) {
-  return !h.is_downward() && h.racks_bitmap == 0 && !h.has(flag::kResend);
+  return h.kind == proto::Kind::fragment && !h.is_downward() && h.racks_bitmap == 0 &&
+         !h.has(flag::kResend);
 }
+bool is_handshake(const proto::Header& h) { return h.kind != proto::Kind::fragment; }
 bool is_rack_sum(const proto::Header& h) { return !h.is_downward() && h.racks_bitmap != 0; }
 bool is_result(const proto::Header& h) { return h.has(flag::kResult); }
 
@@ -90,6 +92,13 @@ TEST(Cluster, LostFragmentsAreRecoveredExactly) {
   const auto r = run(s, drop_first(20, is_worker_fragment));
   EXPECT_GT(r.jobs[0].workers.timeouts + r.jobs[0].workers.fast_resends, 0u);
   EXPECT_GT(r.jobs[0].switches.flushes, 0u);
+}
+
+TEST(Cluster, LostRunHandshakePacketsAreAskedAgain) {
+  Scenario s = small();
+  s.racks = 2;
+  const auto r = run(s, drop_first(12, is_handshake));  // joins and answers alike
+  EXPECT_GT(r.jobs[0].ps.joins, 8u);  // eight workers, and some asked more than once
 }
 
 TEST(Cluster, LostSwitchSumsAreRecoveredExactly) {

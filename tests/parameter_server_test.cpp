@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstring>
+#include <tuple>
 
 #include "engines/ps/parameter_server.h"
 #include "packet_builder.h"
@@ -147,48 +149,80 @@ TEST_F(ParameterServerTest, RunsNeverMeetEachOthersState) {
   EXPECT_EQ(header_of(results[0]).tensor, 0u);
 }
 
-// The start-up handshake: every worker of a launch gets the same run, a relaunch (a rank
-// coming back with another nonce) the next one, and a lost answer the same again.
-TEST_F(ParameterServerTest, HandsEveryWorkerOfALaunchTheSameRunAndARelaunchTheNext) {
-  ParameterServer fresh;
-  fresh.add_job({1, {2, 3}, 4, 8, kDown, 0, 16, 0, /*first_run=*/700});
-  auto join = [&](std::uint8_t rack, std::uint8_t worker, std::uint32_t nonce) {
-    PacketSpec s = single(rack, worker, {});
+// The start-up handshake (run_registry.h): one run per launch, answered once every rank asked.
+class RunHandshake : public ParameterServerTest {
+ protected:
+  using Ask = std::tuple<std::uint8_t, std::uint8_t, std::uint32_t>;  // rack, bit, nonce
+  RunHandshake() { ps.add_job({1, {2, 3}, 4, 8, kDown, 0, 16, 0, /*first_run=*/700}); }
+  struct Told {
+    std::uint8_t rack;
+    std::uint32_t bit;
+    std::uint32_t nonce;
+    std::uint16_t run;
+    bool operator==(const Told&) const = default;
+  };
+  // The answers a join of worker (rack, bit) with `nonce` at `now` (ms) sends.
+  std::vector<Told> join(std::uint8_t rack, std::uint8_t bit, std::uint32_t nonce, Time now_ms) {
+    PacketSpec s = single(rack, bit, {});
     s.kind = proto::Kind::join;
-    s.level = proto::Level::parameter_server;
     s.seq = nonce;
     auto p = make_packet(s);
-    fresh.on_packet(0, p, out);
-    auto answers = sent();
-    EXPECT_EQ(answers.size(), 1u);
-    const proto::Header h = header_of(answers.at(0));
-    EXPECT_EQ(h.kind, proto::Kind::joined);
-    EXPECT_EQ(h.seq, nonce);  // names the asker, who alone takes it
-    EXPECT_EQ(h.rack, rack);
-    EXPECT_EQ(h.workers_bitmap, 1u << worker);
-    EXPECT_EQ(h.tensor & 0xFFFFu, 0u);
-    return proto::run_of(h.tensor);
-  };
-  // First launch: five workers, one answer lost and asked again.
-  EXPECT_EQ(join(0, 0, 11), 700);
-  EXPECT_EQ(join(0, 1, 12), 700);
-  EXPECT_EQ(join(1, 0, 13), 700);
-  EXPECT_EQ(join(0, 1, 12), 700);
-  EXPECT_EQ(join(1, 1, 14), 700);
-  EXPECT_EQ(join(1, 2, 15), 700);
-  // Relaunch: whoever asks first with a new nonce starts run 701, and the rest follow.
-  EXPECT_EQ(join(1, 2, 25), 701);
-  EXPECT_EQ(join(0, 0, 21), 701);
-  EXPECT_EQ(join(0, 1, 22), 701);
-  EXPECT_EQ(join(1, 0, 23), 701);
-  EXPECT_EQ(join(1, 1, 24), 701);
-  // A late duplicate of a first-launch join neither splits the second launch nor starts a
-  // third: it is told the run it belonged to.
-  EXPECT_EQ(join(0, 1, 12), 700);
-  EXPECT_EQ(join(0, 1, 22), 701);
-  EXPECT_EQ(fresh.job_counters(1)->joins, 13u);
-  EXPECT_EQ(fresh.job_counters(1)->runs_started, 1u);
-  EXPECT_EQ(fresh.entries_in_use(1), 0u);  // the handshake holds no aggregation state
+    ps.on_packet(now_ms * kMillisecond, p, out);
+    std::vector<Told> told;
+    for (const auto& bytes : sent()) {
+      const proto::Header h = header_of(bytes);
+      EXPECT_EQ(h.kind, proto::Kind::joined);
+      EXPECT_EQ(h.tensor & 0xFFFFu, 0u);
+      told.push_back({h.rack, static_cast<std::uint32_t>(std::countr_zero(h.workers_bitmap)),
+                      h.seq, proto::run_of(h.tensor)});
+    }
+    return told;
+  }
+  static std::vector<Told> everyone(std::uint16_t run, std::vector<std::uint32_t> nonces) {
+    return {{0, 0, nonces[0], run}, {0, 1, nonces[1], run}, {1, 0, nonces[2], run},
+            {1, 1, nonces[3], run}, {1, 2, nonces[4], run}};
+  }
+};
+
+TEST_F(RunHandshake, EveryWorkerOfALaunchGetsOneRunOnceAllAsked) {
+  EXPECT_TRUE(join(0, 0, 11, 0).empty());
+  EXPECT_TRUE(join(0, 1, 12, 0).empty());
+  EXPECT_TRUE(join(1, 0, 13, 0).empty());
+  EXPECT_TRUE(join(0, 1, 12, 100).empty());  // a repeat while waiting
+  EXPECT_TRUE(join(1, 1, 14, 200).empty());
+  EXPECT_EQ(join(1, 2, 15, 300), everyone(700, {11, 12, 13, 14, 15}));
+  EXPECT_EQ(join(0, 1, 12, 400), (std::vector<Told>{{0, 1, 12, 700}}));  // its answer was lost
+  EXPECT_EQ(counters().runs_started, 0u);
+  EXPECT_EQ(ps.entries_in_use(1), 0u);  // the handshake holds no aggregation state
+}
+
+TEST_F(RunHandshake, ARelaunchGetsTheNextRunAndLateJoinsOfTheLastCannotSplitIt) {
+  for (auto [rack, bit, nonce] : std::vector<Ask>{{0, 0, 11}, {0, 1, 12}, {1, 0, 13}, {1, 1, 14}})
+    join(rack, bit, nonce, 0);
+  ASSERT_EQ(join(1, 2, 15, 0).size(), 5u);  // run 700
+  EXPECT_TRUE(join(1, 2, 25, 5000).empty());  // a new process for rank 4: run 701 begins
+  EXPECT_EQ(counters().runs_started, 1u);
+  EXPECT_TRUE(join(0, 0, 21, 5000).empty());
+  // A late join of the first launch is told its own run, and joins nothing.
+  EXPECT_EQ(join(0, 1, 12, 5000), (std::vector<Told>{{0, 1, 12, 700}}));
+  EXPECT_TRUE(join(0, 1, 22, 5000).empty());
+  EXPECT_TRUE(join(1, 0, 23, 5000).empty());
+  EXPECT_EQ(join(1, 1, 24, 5000), everyone(701, {21, 22, 23, 24, 25}));
+  EXPECT_EQ(counters().runs_started, 1u);
+}
+
+// A launch dies before all its workers asked; the next launch must not share a run with the
+// dead one's worker (which, answered, would have sent fragments on it).
+TEST_F(RunHandshake, AWorkerOfAnUnfinishedLaunchNeverJoinsTheNextOnesRun) {
+  EXPECT_TRUE(join(0, 0, 31, 0).empty());  // launch C: only rank 0 ever asks, then dies
+  // Launch D, ten seconds later: rank 0's old join no longer counts, so the barrier waits for
+  // D's own rank 0, whose nonce replaces C's (C's run was never told to anyone).
+  for (auto [rack, bit, nonce] : std::vector<Ask>{{0, 1, 42}, {1, 0, 43}, {1, 1, 44}, {1, 2, 45}})
+    EXPECT_TRUE(join(rack, bit, nonce, 10'000).empty());
+  EXPECT_EQ(join(0, 0, 41, 10'100), everyone(700, {41, 42, 43, 44, 45}));
+  EXPECT_EQ(counters().runs_started, 0u);
+  // Had C's rank 0 still been asking, it would have completed the barrier with D's others:
+  // one process per rank, all alive, none of them ever told another run.
 }
 
 TEST_F(ParameterServerTest, OnlyTheFirstServerOfAJobHandsOutRuns) {

@@ -212,6 +212,7 @@ TEST(WorkerRun, FailsClearlyWhenNoServerAnswersTheHandshake) {
   c.values_per_packet = 4;
   c.window = 4;
   c.run = std::nullopt;
+  c.join_nonce = 7;
   c.initial_rto = 100;
   c.min_rto = 50;
   c.max_rto = 100;
@@ -407,6 +408,8 @@ TEST(WorkerConfigTest, RejectsImpossibleConfigurations) {
   EXPECT_THROW(Worker(with([](auto& c) { c.values_per_packet = 0; })), std::invalid_argument);
   EXPECT_THROW(Worker(with([](auto& c) { c.scale = 0; })), std::invalid_argument);
   EXPECT_THROW(Worker(with([](auto& c) { c.job_workers = 2; })), std::invalid_argument);
+  // Asking for a run without a nonce would look like the same process in every launch.
+  EXPECT_THROW(Worker(with([](auto& c) { c.run = std::nullopt; })), std::invalid_argument);
   Worker ok(small_config());
   Outbox out;
   std::vector<float> a(4), b(5);

@@ -18,6 +18,12 @@ inline constexpr Duration kMicrosecond = 1'000;
 inline constexpr Duration kMillisecond = 1'000'000;
 inline constexpr Duration kSecond = 1'000'000'000;
 
+// The run handshake's timing (protocol.md §7.1): a worker repeats an unanswered join at least
+// this often, and PS 0 counts a join toward its launch for three times as long, so the join of
+// a worker that died while its launch was starting stops counting.
+inline constexpr Duration kJoinRepeatAtMost = 1 * kSecond;
+inline constexpr Duration kJoinCountsFor = 3 * kJoinRepeatAtMost;
+
 // An endpoint as the engines see it; the caller maps it to an address.
 using NodeId = std::uint32_t;
 // A sender the caller could not map to any node (a stranger): never allowed to speak for a job.

@@ -13,7 +13,8 @@ typedef struct atp_comm atp_comm;
 
 /* Opens worker `rank` of job `job` described in the cluster file at `config_path`. The job's
    first parameter server hands all workers of this launch a fresh run id at the first
-   allreduce, so a relaunch on the same daemons never meets the last launch's state.
+   allreduce, once every worker of the job has asked, so a relaunch on the same daemons never
+   meets the last launch's state.
    Returns NULL on failure and writes the reason into `error` (up to `error_size` bytes). */
 atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, char* error,
                         size_t error_size);

@@ -29,7 +29,7 @@ std::unique_ptr<Communicator> Communicator::from_cluster(const control::ClusterC
   runtime::AddressBook book;
   engines::WorkerConfig config = cluster.worker_config(job, rank, book);
   config.run = run;
-  config.join_nonce = std::random_device{}();
+  config.join_nonce = std::random_device{}() | 1u;  // non-zero
   return std::make_unique<Communicator>(config, cluster.job(job).workers[rank].address,
                                         std::move(book));
 }

@@ -169,7 +169,7 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
         c.token = token;
         // Each worker asks the job's first PS for its run, as a real launch does.
         c.run = std::nullopt;
-        c.join_nonce = static_cast<std::uint32_t>(splitmix64(token_seed));
+        c.join_nonce = static_cast<std::uint32_t>(splitmix64(token_seed)) | 1u;
         auto node = std::make_unique<TrainingWorkerNode>(c, job.plan, rank++, *verifiers.back());
         TrainingWorkerNode* raw = node.get();
         const NodeId id = sim.add_node(std::move(node));

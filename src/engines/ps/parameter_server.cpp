@@ -57,7 +57,7 @@ std::size_t ParameterServer::entries_in_use(std::uint32_t job) const {
                        [](const Entry& e) { return e.used; });
 }
 
-void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outbox& out,
+void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
                                 std::optional<NodeId> from) {
   proto::Header h;
   if (proto::decode(packet, h) != proto::DecodeError::ok || h.is_downward()) {
@@ -82,7 +82,7 @@ void ParameterServer::on_packet(Time, std::span<const std::uint8_t> packet, Outb
     ++job.counters.rejected;
     return;
   }
-  if (h.kind == proto::Kind::join) return answer_join(job, h, out);
+  if (h.kind == proto::Kind::join) return answer_join(job, h, now, out);
   const ContributorSet who = ContributorSet::of(h, job.full_masks);
   note_moved_on(job, h, who);
   Entry* e = entry_for(job, h);
@@ -149,9 +149,9 @@ bool ParameterServer::consistent(const Job& job, const proto::Header& h) const {
   return true;
 }
 
-// The answer goes to every worker of the job (the switches fan it out like a result); only the
-// one whose rack, bit and nonce it names takes it.
-void ParameterServer::answer_join(Job& job, const proto::Header& h, Outbox& out) {
+// Answers go to every worker of the job (the switches fan them out like results); each worker
+// takes only the one naming its rack, bit and nonce.
+void ParameterServer::answer_join(Job& job, const proto::Header& h, Time now, Outbox& out) {
   ++job.counters.joins;
   if (job.config.ps_index != 0) {
     ++job.counters.rejected;  // runs are PS 0's to hand out
@@ -159,14 +159,37 @@ void ParameterServer::answer_join(Job& job, const proto::Header& h, Outbox& out)
   }
   const std::uint32_t worker = job.worker_offset[h.rack] + std::countr_zero(h.workers_bitmap);
   const std::uint16_t current = job.runs.run();
-  const std::uint16_t run = job.runs.join(worker, h.seq);
+  const RunRegistry::Answer answer = job.runs.join(worker, h.seq, now);
   if (job.runs.run() != current) ++job.counters.runs_started;
+  switch (answer.verdict) {
+    case RunRegistry::Verdict::wait: return;
+    case RunRegistry::Verdict::answer_asker:
+      send_joined(job, h.rack, std::countr_zero(h.workers_bitmap), h.seq, answer.run, out);
+      return;
+    case RunRegistry::Verdict::answer_all:
+      for (std::uint8_t rack = 0; rack < job.config.workers_per_rack.size(); ++rack)
+        for (unsigned bit = 0; bit < job.config.workers_per_rack[rack]; ++bit)
+          send_joined(job, rack, bit, *job.runs.nonce(job.worker_offset[rack] + bit), answer.run,
+                      out);
+      return;
+  }
+}
 
-  proto::Header answer = h;
-  answer.kind = proto::Kind::joined;
-  answer.next_level = proto::Level::parameter_server;
-  answer.tensor = proto::wire_tensor(run, 0);
-  proto::encode(answer, out.add(job.config.downstream, answer.packet_bytes()));
+void ParameterServer::send_joined(const Job& job, std::uint8_t rack, unsigned bit,
+                                  std::uint32_t nonce, std::uint16_t run, Outbox& out) {
+  proto::Header h;
+  h.kind = proto::Kind::joined;
+  h.next_level = proto::Level::parameter_server;
+  h.ps_index = job.config.ps_index;
+  h.job = job.config.job;
+  h.token = job.config.token;
+  h.tensor = proto::wire_tensor(run, 0);
+  h.seq = nonce;
+  h.rack = rack;
+  h.workers_bitmap = 1u << bit;
+  h.rack_fan_in = job.config.workers_per_rack[rack];
+  h.job_fan_in = static_cast<std::uint8_t>(job.config.workers_per_rack.size());
+  proto::encode(h, out.add(job.config.downstream, h.packet_bytes()));
 }
 
 // Whoever sends seq s has the result of s - window (its window slid past it): that result need

@@ -103,7 +103,9 @@ class ParameterServer {
   };
 
   bool consistent(const Job& job, const proto::Header& h) const;
-  void answer_join(Job& job, const proto::Header& h, Outbox& out);
+  void answer_join(Job& job, const proto::Header& h, Time now, Outbox& out);
+  void send_joined(const Job& job, std::uint8_t rack, unsigned bit, std::uint32_t nonce,
+                   std::uint16_t run, Outbox& out);
   Entry* entry_for(Job& job, const proto::Header& h);
   void note_moved_on(Job& job, const proto::Header& h, const ContributorSet& who);
   void add_integers(Entry& e, const proto::Header& h, std::span<const std::uint8_t> packet);

@@ -30,6 +30,8 @@ void validate(const WorkerConfig& c) {
   if (c.parameter_servers == 0) bad("parameter_servers must be at least 1");
   if (c.min_rto <= 0 || c.max_rto < c.min_rto) bad("need 0 < min_rto <= max_rto");
   if (c.deadline <= 0) bad("deadline must be positive");
+  if (!c.run && c.join_nonce == 0)
+    bad("join_nonce must be a random, non-zero number when the run is not given");
 }
 
 Worker::Worker(WorkerConfig config)
@@ -84,8 +86,10 @@ void Worker::send_join(Time now, Outbox& out) {
   h.job_fan_in = config_.job_fan_in;
   h.rack = config_.rack;
   proto::encode(h, out.add(config_.uplink, h.packet_bytes()));
-  join_interval_ = join_interval_ == 0 ? config_.initial_rto
-                                       : std::min(2 * join_interval_, config_.max_rto);
+  // Repeated at least every kJoinRepeatAtMost: PS 0 forgets joins not repeated for longer.
+  const Duration longest = std::min(config_.max_rto, kJoinRepeatAtMost);
+  join_interval_ = join_interval_ == 0 ? std::min(config_.initial_rto, longest)
+                                       : std::min(2 * join_interval_, longest);
   join_resend_at_ = now + join_interval_;
 }
 
@@ -268,7 +272,8 @@ void Worker::on_timer(Time now, Outbox& out) {
       fail("job " + std::to_string(config_.job) + " worker " + std::to_string(config_.rack) +
            "/" + std::to_string(config_.rank_in_rack) + ": no run id from the job's first "
            "parameter server after " + std::to_string(config_.deadline / kMillisecond) +
-           " ms; it is unreachable, or runs another configuration");
+           " ms; not every worker of the job has started, or the server is unreachable or "
+           "runs another configuration");
     } else if (now >= join_resend_at_) {
       send_join(now, out);
     }

@@ -37,7 +37,7 @@ struct WorkerConfig {
   // This run of the job: every worker of a run must use the same one, and a new run of the job
   // on the same switches and PSs another one (see proto::wire_tensor). nullopt: ask the job's
   // first PS before the first fragment leaves (ps/run_registry.h), with `join_nonce`, which
-  // must differ from the one this rank used in the job's last launch (pick it at random).
+  // must differ from the one this rank used in the job's last launch (a random non-zero one).
   std::optional<std::uint16_t> run = 0;
   std::uint32_t join_nonce = 0;
   Duration initial_rto = 100 * kMillisecond;
@@ -134,7 +134,7 @@ class Worker {
   // The handshake, while run_ is unknown: when it began (nullopt: not yet), next resend due.
   std::optional<Time> join_started_;
   Time join_resend_at_ = 0;
-  Duration join_interval_ = 0;  // from initial_rto, doubling up to max_rto
+  Duration join_interval_ = 0;  // from initial_rto, doubling up to max_rto (1 s at most)
   CongestionWindow cwnd_;
   RttEstimator rtt_;
   std::int32_t quant_limit_;  // |quantized value| at most this, or the fragment goes as floats
