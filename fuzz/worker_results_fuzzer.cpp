@@ -36,6 +36,17 @@ float next_value(FuzzedDataProvider& in) {
 }
 
 // What a PS answers to `fragment` when the job's other worker sent the same values.
+// PS 0's answer to a join: run `run` for the asker's nonce.
+std::vector<std::uint8_t> joined(std::vector<std::uint8_t> join, std::uint16_t run) {
+  proto::Header h;
+  if (proto::decode(join, h) != proto::DecodeError::ok) std::abort();
+  h.kind = proto::Kind::joined;
+  h.next_level = proto::Level::parameter_server;
+  h.tensor = proto::wire_tensor(run, 0);
+  proto::encode(h, join);
+  return join;
+}
+
 std::vector<std::uint8_t> doubled_result(std::vector<std::uint8_t> fragment) {
   proto::Header h;
   if (proto::decode(fragment, h) != proto::DecodeError::ok) std::abort();
@@ -77,6 +88,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   config.scale = 1 << 20;
   config.uplink = kUplink;
   config.token = kToken;
+  if (in.ConsumeBool()) {  // the run comes from the handshake
+    config.run = std::nullopt;
+    config.join_nonce = 0x5EED;
+  }
   engines::Worker worker(config);
 
   std::vector<float> input(in.ConsumeIntegralInRange<std::size_t>(0, 48));
@@ -86,12 +101,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Outbox out;
   Time now = 0;
   std::map<std::uint32_t, std::vector<std::uint8_t>> sent;  // latest fragment per seq
+  std::vector<std::uint8_t> join;                          // the latest join, if any
+  constexpr std::uint16_t kRun = 5;
   auto collect = [&] {
     for (const Datagram& d : out.packets()) {
       proto::Header h;
       if (d.to != kUplink || proto::decode(d.bytes, h) != proto::DecodeError::ok ||
           h.is_downward() || h.job != config.job || h.token != kToken)
         std::abort();
+      if (h.kind == proto::Kind::join) {
+        if (config.run || worker.run() || h.seq != config.join_nonce) std::abort();
+        join = d.bytes;
+        continue;
+      }
+      // No fragment before the run is known, and then only of that run.
+      if (!worker.run() || proto::run_of(h.tensor) != *worker.run()) std::abort();
       sent[h.seq] = d.bytes;
     }
     out.clear();
@@ -111,6 +135,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<std::uint8_t> packet;
     if (!honest && op == 1) {
       packet = fuzzing::next_packet(in, {1, 16, 16, 6}, tokens);
+    } else if (!join.empty() && (sent.empty() || op == 4)) {
+      const bool someone_elses = !honest && op == 4;  // another worker's (or launch's) answer
+      packet = joined(join, someone_elses ? kRun + 1 : kRun);
+      if (someone_elses) packet[12] ^= 0x01;
     } else if (!sent.empty()) {
       auto it = sent.begin();
       std::advance(it, in.ConsumeIntegralInRange<std::size_t>(0, sent.size() - 1));
@@ -151,6 +179,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::vector<float> output_before = output;
     const engines::WorkerStats stats_before = worker.stats();
     worker.on_packet(now, packet, out, from);
+    if (!config.run && worker.run() && *worker.run() != kRun) std::abort();  // not its answer
     if (forged) {
       if (!out.empty() || worker.stats().results != stats_before.results ||
           !std::equal(output.begin(), output.end(), output_before.begin(), same_float))
