@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -107,7 +108,9 @@ TEST_F(WorkerLibrary, CppCommunicatorsSumExactlyBlockingAndAsync) {
 // still kept for late resends) are never the answer. Each launch's sum is exact.
 TEST_F(WorkerLibrary, ARelaunchedJobGetsItsOwnSumsNotTheLastLaunchs) {
   const std::size_t n = 1000;  // 4 fragments: all still held by the PS after a launch
+  std::set<std::uint16_t> runs;
   for (int launch = 0; launch < 3; ++launch) {
+    std::optional<std::uint16_t> run_of_rank[2];
     std::vector<std::vector<float>> in(2), out(2, std::vector<float>(n));
     for (std::uint32_t rank = 0; rank < 2; ++rank) {
       in[rank] = gradients(rank, n);
@@ -117,9 +120,14 @@ TEST_F(WorkerLibrary, ARelaunchedJobGetsItsOwnSumsNotTheLastLaunchs) {
     for (std::uint32_t rank = 0; rank < 2; ++rank)
       workers.emplace_back([&, rank] {
         auto comm = Communicator::from_cluster(*cluster_, 5, rank);
+        EXPECT_FALSE(comm->run().has_value());  // not before PS 0 answered
         comm->allreduce(in[rank], out[rank]);
+        run_of_rank[rank] = comm->run();
       });
     for (auto& w : workers) w.join();
+    ASSERT_TRUE(run_of_rank[0].has_value());
+    EXPECT_EQ(run_of_rank[0], run_of_rank[1]);
+    runs.insert(*run_of_rank[0]);
     runtime::AddressBook book;
     const auto config = cluster_->worker_config(5, 0, book);
     sim::ExactSum sum(config.values_per_packet, config.scale, 2);
@@ -131,6 +139,7 @@ TEST_F(WorkerLibrary, ARelaunchedJobGetsItsOwnSumsNotTheLastLaunchs) {
     for (const auto& o : out)
       EXPECT_EQ(0, std::memcmp(o.data(), expected.data(), n * 4)) << "launch " << launch;
   }
+  EXPECT_EQ(runs.size(), 3u);  // each launch its own run
   stop_network();
   const auto stats = ps_->stats();
   EXPECT_EQ(stats["jobs"]["5"]["runs_started"], 2);

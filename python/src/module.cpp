@@ -159,6 +159,10 @@ PYBIND11_MODULE(_atp, m) {
            "Start an allreduce; returns a Work. Several may be in flight; buffers stay referenced "
            "until it completes.")
       .def_property_readonly("stats", [](const PyCommunicator& self) { return stats_dict(self.comm->stats()); })
+      .def_property_readonly(
+          "run", [](const PyCommunicator& self) { return self.comm->run(); },
+          "The run id this worker's fragments name: the one given, or the one the job's first "
+          "PS handed out (None until the first allreduce got it).")
       .def_property_readonly("config", [](const PyCommunicator& self) {
         return config_dict(self.comm->config(), self.rank);
       });

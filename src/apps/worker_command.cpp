@@ -81,9 +81,11 @@ void run_worker(const WorkerOptions& o) {
   const auto stats = comm->stats();
   const double bytes = 4.0 * o.floats * o.tensors * o.iterations;
   const bool finished = error.empty();
+  const auto run = comm->run();
   const nlohmann::json report = {
       {"job", o.job},
       {"rank", o.rank},
+      {"run", run ? nlohmann::json(*run) : nlohmann::json(nullptr)},
       {"finished", finished},
       {"exact", finished && o.verify && mismatches == 0},
       {"verified", o.verify},

@@ -64,6 +64,11 @@ engines::WorkerStats Communicator::stats() const {
   return stats_;
 }
 
+std::optional<std::uint16_t> Communicator::run() const {
+  std::lock_guard lock(mutex_);
+  return run_ ? run_ : config_.run;
+}
+
 void Communicator::on_wake() {
   std::deque<Request> requests;
   {
@@ -118,6 +123,7 @@ void Communicator::after_engine() {
     loop_.disarm(timer_);
   std::lock_guard lock(mutex_);
   stats_ = worker_.stats();
+  run_ = worker_.run();
 }
 
 }  // namespace atp

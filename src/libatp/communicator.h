@@ -52,6 +52,9 @@ class Communicator {
   std::future<void> allreduce_async(std::span<const float> input, std::span<float> output);
 
   engines::WorkerStats stats() const;
+  // The run this worker's fragments name: the configured one, or the one PS 0 handed out
+  // (nullopt until its answer came).
+  std::optional<std::uint16_t> run() const;
   const engines::WorkerConfig& config() const { return config_; }
 
  private:
@@ -76,9 +79,10 @@ class Communicator {
   runtime::SendBatch to_send_;
   std::map<std::uint32_t, std::promise<void>> pending_;
 
-  mutable std::mutex mutex_;  // guards queue_ and stats_
+  mutable std::mutex mutex_;  // guards queue_, stats_ and run_
   std::deque<Request> queue_;
   engines::WorkerStats stats_;
+  std::optional<std::uint16_t> run_;
   std::thread io_;
 };
 

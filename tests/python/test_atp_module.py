@@ -130,6 +130,7 @@ def test_a_worker_alone_fails_with_the_reason(cluster):
 def test_a_relaunched_job_on_the_same_daemons_gets_its_own_sums(cluster):
     # A short tensor (all its fragments still kept by the PS for late resends) and default
     # arguments: each launch must be answered with its own sum, never the last launch's.
+    runs = []
     for launch in range(3):
         comms = [atp.Communicator(cluster.config, job=1, rank=r) for r in range(2)]
         assert comms[0].config["run"] is None  # handed out by the job's first PS
@@ -138,7 +139,10 @@ def test_a_relaunched_job_on_the_same_daemons_gets_its_own_sums(cluster):
         expected = exact_sum(inputs, comms[0].config["scale"])
         for out in outs:
             np.testing.assert_array_equal(out, expected)
+        assert comms[0].run == comms[1].run and comms[0].run is not None
+        runs.append(comms[0].run)
         del comms
+    assert len(set(runs)) == 3  # each launch its own
 
 
 def test_torch_allreduce_sums_and_averages_tensors_in_place(cluster):
