@@ -246,8 +246,12 @@ TEST_F(RackSwitch, HandshakePassesWithoutTouchingAnyAggregator) {
   joined.kind = proto::Kind::joined;
   auto q = make_packet(joined);
   const Forwarding down = run(q);
-  ASSERT_EQ(down.action, Action::multicast);
-  EXPECT_EQ(std::vector<NodeId>(down.group.begin(), down.group.end()), kWorkers);
+  ASSERT_EQ(down.action, Action::unicast);
+  EXPECT_EQ(down.to, kWorkers[1]);  // the asker (bit 1) only
+  joined.rack_fan_in = 4;
+  joined.workers = 1u << 3;  // a worker this switch has no port for
+  auto stray = make_packet(joined);
+  EXPECT_EQ(run(stray).action, Action::drop);
 
   EXPECT_TRUE(agg().valid);
   EXPECT_EQ(agg().bitmap, before.bitmap);
@@ -360,6 +364,26 @@ class SpineSwitch : public ::testing::Test {
   }
   SwitchPipeline sw;
 };
+
+TEST_F(SpineSwitch, HandshakeGoesToPsZeroAndItsAnswerToTheAskersRack) {
+  PacketSpec join;
+  join.kind = proto::Kind::join;
+  join.level = proto::Level::spine;
+  join.job_fan_in = 2;
+  join.rack = 1;
+  join.workers = 1;
+  join.values.clear();
+  auto up = make_packet(join);
+  const Forwarding f = sw.process(up);
+  ASSERT_EQ(f.action, Action::unicast);
+  EXPECT_EQ(f.to, kPs0);
+  PacketSpec answer = join;
+  answer.kind = proto::Kind::joined;
+  auto down = make_packet(answer);
+  const Forwarding g = sw.process(down);
+  ASSERT_EQ(g.action, Action::unicast);
+  EXPECT_EQ(g.to, kRacks[1]);
+}
 
 TEST_F(SpineSwitch, AddsRackSumsAndRoutesToThePsOfTheShard) {
   auto a = make_packet(rack_sum(0, {1, 2}));

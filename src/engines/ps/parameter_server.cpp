@@ -149,8 +149,7 @@ bool ParameterServer::consistent(const Job& job, const proto::Header& h) const {
   return true;
 }
 
-// Answers go to every worker of the job (the switches fan them out like results); each worker
-// takes only the one naming its rack, bit and nonce.
+// Each answer names one worker (rack, bit and nonce); the switches deliver it to that worker.
 void ParameterServer::answer_join(Job& job, const proto::Header& h, Time now, Outbox& out) {
   ++job.counters.joins;
   if (job.config.ps_index != 0) {

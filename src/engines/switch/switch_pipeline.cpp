@@ -143,9 +143,9 @@ Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, std::optional
     ++counters_.malformed;  // no route: refuse before touching any aggregator
     return drop();
   }
-  // The start-up handshake passes every level untouched: up to PS 0, down to the workers.
+  // The start-up handshake passes every level untouched: up to PS 0, down to the asker.
   if (c.h.kind == proto::Kind::join) return forward_up(c);
-  if (c.h.kind == proto::Kind::joined) return fan_out(c);
+  if (c.h.kind == proto::Kind::joined) return toward_asker(c);
   if (congested) c.h.set(flag::kEcn);
   c.has_aggregator = pick_aggregator(c);
 
@@ -320,6 +320,20 @@ Forwarding SwitchPipeline::handle_downward(Context& c) {
     if (a.valid && a.owner == c.owner()) pool_.free(c.index);
   }
   return fan_out(c);
+}
+
+// A run handshake answer names one worker: level 2 sends it to that worker's rack switch, level
+// 1 to the worker (downstream lists are in rack order and in rank-in-rack order).
+Forwarding SwitchPipeline::toward_asker(Context& c) {
+  const std::vector<NodeId>& below = c.job->config.downstream;
+  const std::size_t index =
+      config_.level == Level::rack ? std::countr_zero(c.h.workers_bitmap) : c.h.rack;
+  if (index >= below.size()) {
+    ++counters_.malformed;
+    return drop();
+  }
+  ++c.job->counters.results_sent;
+  return {Forwarding::Action::unicast, below[index], {}};
 }
 
 Forwarding SwitchPipeline::fan_out(Context& c) {

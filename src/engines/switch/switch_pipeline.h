@@ -37,8 +37,8 @@ struct SwitchConfig {
 // What the control plane installs per job.
 struct SwitchJob {
   std::uint32_t job = 0;
-  // Where results and float requests go: the job's workers in this rack (level 1) or the job's
-  // rack switches (level 2).
+  // Where results and float requests go: the job's workers in this rack in rank-in-rack order
+  // (level 1) or the job's rack switches in rack order (level 2).
   std::vector<NodeId> downstream;
   // Next hop toward the PS: one entry for every ps_index, or a single entry for all.
   std::vector<NodeId> upstream;
@@ -119,6 +119,7 @@ class SwitchPipeline {
   bool fan_in_agrees(Context& c) const;
   static bool authentic(const SwitchJob& job, const proto::Header& h, std::optional<NodeId> from);
   Forwarding fan_out(Context& c);
+  Forwarding toward_asker(Context& c);
   Forwarding forward_up(Context& c);
   Forwarding route_up(Context& c);
   Forwarding emit_sum(Context& c, std::uint32_t racks, std::uint32_t workers);
