@@ -178,51 +178,81 @@ class RunHandshake : public ParameterServerTest {
     }
     return told;
   }
+  // Every rank asks at `now_ms` (in rank order) with its nonce; what the last join sent.
+  std::vector<Told> launch(std::vector<std::uint32_t> nonces, Time now_ms) {
+    const std::vector<std::pair<std::uint8_t, std::uint8_t>> ranks = {
+        {0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}};
+    std::vector<Told> told;
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      told = join(ranks[i].first, ranks[i].second, nonces[i], now_ms);
+      if (i + 1 < ranks.size() && !told.empty()) return told;  // answered before all asked
+    }
+    return told;
+  }
   static std::vector<Told> everyone(std::uint16_t run, std::vector<std::uint32_t> nonces) {
     return {{0, 0, nonces[0], run}, {0, 1, nonces[1], run}, {1, 0, nonces[2], run},
             {1, 1, nonces[3], run}, {1, 2, nonces[4], run}};
   }
 };
 
-TEST_F(RunHandshake, EveryWorkerOfALaunchGetsOneRunOnceAllAsked) {
+TEST_F(RunHandshake, EveryWorkerOfALaunchGetsOneRunOnceAllAskedTwice) {
   EXPECT_TRUE(join(0, 0, 11, 0).empty());
   EXPECT_TRUE(join(0, 1, 12, 0).empty());
   EXPECT_TRUE(join(1, 0, 13, 0).empty());
   EXPECT_TRUE(join(0, 1, 12, 100).empty());  // a repeat while waiting
   EXPECT_TRUE(join(1, 1, 14, 200).empty());
-  EXPECT_EQ(join(1, 2, 15, 300), everyone(700, {11, 12, 13, 14, 15}));
-  EXPECT_EQ(join(0, 1, 12, 400), (std::vector<Told>{{0, 1, 12, 700}}));  // its answer was lost
+  EXPECT_TRUE(join(1, 2, 15, 300).empty());  // all five asked: now each must ask once more
+  EXPECT_TRUE(join(0, 0, 11, 500).empty());
+  EXPECT_TRUE(join(0, 1, 12, 500).empty());
+  EXPECT_TRUE(join(1, 0, 13, 500).empty());
+  EXPECT_TRUE(join(1, 1, 14, 500).empty());
+  EXPECT_EQ(join(1, 2, 15, 500), everyone(700, {11, 12, 13, 14, 15}));
+  EXPECT_EQ(join(0, 1, 12, 600), (std::vector<Told>{{0, 1, 12, 700}}));  // its answer was lost
   EXPECT_EQ(counters().runs_started, 0u);
   EXPECT_EQ(ps.entries_in_use(1), 0u);  // the handshake holds no aggregation state
 }
 
 TEST_F(RunHandshake, ARelaunchGetsTheNextRunAndLateJoinsOfTheLastCannotSplitIt) {
-  for (auto [rack, bit, nonce] : std::vector<Ask>{{0, 0, 11}, {0, 1, 12}, {1, 0, 13}, {1, 1, 14}})
-    join(rack, bit, nonce, 0);
-  ASSERT_EQ(join(1, 2, 15, 0).size(), 5u);  // run 700
+  EXPECT_TRUE(launch({11, 12, 13, 14, 15}, 0).empty());
+  EXPECT_EQ(launch({11, 12, 13, 14, 15}, 500), everyone(700, {11, 12, 13, 14, 15}));
   EXPECT_TRUE(join(1, 2, 25, 5000).empty());  // a new process for rank 4: run 701 begins
   EXPECT_EQ(counters().runs_started, 1u);
-  EXPECT_TRUE(join(0, 0, 21, 5000).empty());
   // A late join of the first launch is told its own run, and joins nothing.
   EXPECT_EQ(join(0, 1, 12, 5000), (std::vector<Told>{{0, 1, 12, 700}}));
-  EXPECT_TRUE(join(0, 1, 22, 5000).empty());
-  EXPECT_TRUE(join(1, 0, 23, 5000).empty());
-  EXPECT_EQ(join(1, 1, 24, 5000), everyone(701, {21, 22, 23, 24, 25}));
+  EXPECT_TRUE(launch({21, 22, 23, 24, 25}, 5100).empty());
+  EXPECT_EQ(launch({21, 22, 23, 24, 25}, 5600), everyone(701, {21, 22, 23, 24, 25}));
   EXPECT_EQ(counters().runs_started, 1u);
 }
 
 // A launch dies before all its workers asked; the next launch must not share a run with the
 // dead one's worker (which, answered, would have sent fragments on it).
-TEST_F(RunHandshake, AWorkerOfAnUnfinishedLaunchNeverJoinsTheNextOnesRun) {
-  EXPECT_TRUE(join(0, 0, 31, 0).empty());  // launch C: only rank 0 ever asks, then dies
-  // Launch D, ten seconds later: rank 0's old join no longer counts, so the barrier waits for
-  // D's own rank 0, whose nonce replaces C's (C's run was never told to anyone).
-  for (auto [rack, bit, nonce] : std::vector<Ask>{{0, 1, 42}, {1, 0, 43}, {1, 1, 44}, {1, 2, 45}})
-    EXPECT_TRUE(join(rack, bit, nonce, 10'000).empty());
-  EXPECT_EQ(join(0, 0, 41, 10'100), everyone(700, {41, 42, 43, 44, 45}));
+TEST_F(RunHandshake, AWorkerOfALaunchThatDiedHalfStartedNeverJoinsTheNextOnesRun) {
+  EXPECT_TRUE(join(0, 0, 31, 0).empty());  // launch C: only rank 0 asks, then dies
+  // Launch D a second later: C's join still looks recent, but C's rank 0 cannot ask again, so
+  // the barrier does not close on it.
+  for (const auto& [rack, bit, nonce] : std::vector<Ask>{{0, 1, 42}, {1, 0, 43}, {1, 1, 44}, {1, 2, 45}})
+    EXPECT_TRUE(join(rack, bit, nonce, 1000).empty());
+  for (const auto& [rack, bit, nonce] : std::vector<Ask>{{0, 1, 42}, {1, 0, 43}, {1, 1, 44}, {1, 2, 45}})
+    EXPECT_TRUE(join(rack, bit, nonce, 1500).empty());
+  // D's rank 0 arrives while C's join is under 3 s old: contested until C's is surely gone.
+  EXPECT_TRUE(join(0, 0, 41, 2000).empty());
+  EXPECT_TRUE(launch({41, 42, 43, 44, 45}, 3000).empty());
+  EXPECT_TRUE(launch({41, 42, 43, 44, 45}, 5500).empty());  // uncontested now: confirming
+  EXPECT_EQ(launch({41, 42, 43, 44, 45}, 6000), everyone(700, {41, 42, 43, 44, 45}));
   EXPECT_EQ(counters().runs_started, 0u);
-  // Had C's rank 0 still been asking, it would have completed the barrier with D's others:
-  // one process per rank, all alive, none of them ever told another run.
+}
+
+// Two live processes for one rank (a half-started launch still waiting, and its relaunch):
+// no answer while both ask; once one is gone, the other's launch gets the run.
+TEST_F(RunHandshake, TwoLiveProcessesForOneRankGetNoRunUntilOneIsGone) {
+  for (Time t = 0; t <= 6000; t += 500) {
+    EXPECT_TRUE(join(0, 0, 51, t).empty());  // the leftover process keeps asking
+    EXPECT_TRUE(launch({61, 62, 63, 64, 65}, t + 250).empty());
+  }
+  // The leftover stops (its deadline); three seconds later the relaunch is alone.
+  EXPECT_TRUE(launch({61, 62, 63, 64, 65}, 8000).empty());
+  EXPECT_TRUE(launch({61, 62, 63, 64, 65}, 9300).empty());  // settled: confirming
+  EXPECT_EQ(launch({61, 62, 63, 64, 65}, 9800), everyone(700, {61, 62, 63, 64, 65}));
 }
 
 TEST_F(ParameterServerTest, OnlyTheFirstServerOfAJobHandsOutRuns) {

@@ -1,12 +1,15 @@
 #pragma once
 // Which run a job's workers are in: the PS half of the start-up handshake (protocol.md §7.1).
 //
-// Each worker process picks a random nonce when it starts and asks PS 0 for its run with it.
-// The answer waits until every rank of the job has asked (a barrier): so all workers that ever
-// send a fragment of a run are one launch's, one process per rank. A rank asking with a new
-// nonce after that was started again, so the job was launched again: the next run begins.
-// A new run never meets what the last one left in switches and PSs (proto::wire_tensor), so a
-// relaunch on long-lived daemons is never answered with the last launch's results.
+// Each worker process picks a random nonce when it starts and asks PS 0 for its run with it,
+// again at least every kJoinRepeatAtMost until answered. PS 0 answers a run only when every
+// rank is held by exactly one live process: every rank asked within kJoinCountsFor, no rank was
+// claimed by two nonces in that time, and then every rank asked once more (a process that died
+// cannot). So the processes that send a run's fragments are one per rank and all alive at the
+// answer. Afterwards, a rank asking with a new nonce was started again, so the job was launched
+// again: the next run begins. A new run never meets what the last one left in switches and PSs
+// (proto::wire_tensor), so a relaunch on long-lived daemons is never answered with the last
+// launch's results.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -18,9 +21,9 @@ namespace atp::engines {
 class RunRegistry {
  public:
   enum class Verdict {
-    wait,          // not every rank has asked (recently) yet: no answer
+    wait,          // not yet: no answer
     answer_asker,  // tell the asker `run` (its answer was lost, or it is of the previous run)
-    answer_all,    // the barrier is complete: tell every rank (nonces()) `run`
+    answer_all,    // tell every rank (nonce()) `run`
   };
   struct Answer {
     Verdict verdict;
@@ -44,11 +47,35 @@ class RunRegistry {
       for (auto& r : ranks_) r = Rank{};
       ++run_;
       answered_ = false;
+      confirming_since_.reset();
     }
-    // Nobody was told this run yet, so nobody used it: a newer nonce just replaces an older one.
-    ranks_[worker] = Rank{nonce, now};
-    for (const Rank& r : ranks_)
-      if (!r.nonce || now - r.asked > kJoinCountsFor) return {Verdict::wait, run_};
+
+    // Nobody was told this run yet, so nobody used it: a rank's nonce may still change.
+    Rank& r = ranks_[worker];
+    if (r.nonce == nonce) {
+      r.confirmed = confirming_since_ && now > *confirming_since_;
+    } else {
+      // Two processes claim this rank while the other still asks: wait until one is gone.
+      if (r.nonce && now - r.asked <= kJoinCountsFor) r.contested_until = now + kJoinCountsFor;
+      r.nonce = nonce;
+      r.confirmed = false;
+      confirming_since_.reset();
+    }
+    r.asked = now;
+
+    for (const Rank& x : ranks_)
+      if (!x.nonce || now - x.asked > kJoinCountsFor || now < x.contested_until) {
+        confirming_since_.reset();
+        return {Verdict::wait, run_};
+      }
+    // Every rank looks held by one live process: confirm it by each asking once more.
+    if (!confirming_since_) {
+      confirming_since_ = now;
+      for (auto& x : ranks_) x.confirmed = false;
+      return {Verdict::wait, run_};
+    }
+    for (const Rank& x : ranks_)
+      if (!x.confirmed) return {Verdict::wait, run_};
     answered_ = true;
     return {Verdict::answer_all, run_};
   }
@@ -60,10 +87,13 @@ class RunRegistry {
  private:
   struct Rank {
     std::optional<std::uint32_t> nonce;
-    Time asked = 0;  // its latest join
+    Time asked = 0;            // its latest join
+    Time contested_until = 0;  // another nonce claimed the rank until this long ago
+    bool confirmed = false;    // asked again since confirming_since_
   };
   std::uint16_t run_;
   bool answered_ = false;
+  std::optional<Time> confirming_since_;  // when every rank last began to look settled
   std::vector<Rank> ranks_;
   std::vector<std::optional<std::uint32_t>> previous_;  // the last answered run's nonces
 };

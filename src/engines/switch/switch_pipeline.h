@@ -63,7 +63,7 @@ struct SwitchJobCounters {
   std::uint64_t collisions = 0;      // fragments that found another owner (or no static slot)
   std::uint64_t flushes = 0;         // partial sums flushed by a resend
   std::uint64_t forwarded_to_ps = 0; // packets sent upward without completing here
-  std::uint64_t results_sent = 0;    // results and float requests fanned out
+  std::uint64_t results_sent = 0;    // results and float requests fanned out, run answers sent
   std::uint64_t duplicates = 0;      // contributions already counted (dropped or re-forwarded)
   std::uint64_t stale_reclaimed = 0; // aggregators taken back from an older seq of the job
   std::uint64_t fan_in_mismatch = 0; // header fan-in differs from the installed one

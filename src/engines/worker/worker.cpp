@@ -29,6 +29,7 @@ void validate(const WorkerConfig& c) {
   if (!(c.scale > 0) || !std::isfinite(c.scale)) bad("scale must be a positive finite number");
   if (c.parameter_servers == 0) bad("parameter_servers must be at least 1");
   if (c.min_rto <= 0 || c.max_rto < c.min_rto) bad("need 0 < min_rto <= max_rto");
+  if (c.initial_rto <= 0) bad("initial_rto must be positive");
   if (c.deadline <= 0) bad("deadline must be positive");
   if (!c.run && c.join_nonce == 0)
     bad("join_nonce must be a random, non-zero number when the run is not given");
@@ -93,7 +94,7 @@ void Worker::send_join(Time now, Outbox& out) {
   join_resend_at_ = now + join_interval_;
 }
 
-// Every worker of the job hears every answer: this one is ours if it names us and our nonce.
+// The answer is ours if it names our rack, bit and nonce (another launch's is not).
 void Worker::on_joined(Time now, const proto::Header& h, Outbox& out) {
   if (run_ || h.seq != config_.join_nonce || h.rack != config_.rack ||
       h.workers_bitmap != (1u << config_.rank_in_rack))
