@@ -234,12 +234,29 @@ TEST_F(RunHandshake, AWorkerOfALaunchThatDiedHalfStartedNeverJoinsTheNextOnesRun
     EXPECT_TRUE(join(rack, bit, nonce, 1000).empty());
   for (const auto& [rack, bit, nonce] : std::vector<Ask>{{0, 1, 42}, {1, 0, 43}, {1, 1, 44}, {1, 2, 45}})
     EXPECT_TRUE(join(rack, bit, nonce, 1500).empty());
-  // D's rank 0 arrives while C's join is under 3 s old: contested until C's is surely gone.
+  // D's rank 0 arrives while C's join is under 3 s old: contested until C's is surely gone,
+  // 3 s after C's last join.
   EXPECT_TRUE(join(0, 0, 41, 2000).empty());
-  EXPECT_TRUE(launch({41, 42, 43, 44, 45}, 3000).empty());
-  EXPECT_TRUE(launch({41, 42, 43, 44, 45}, 5500).empty());  // uncontested now: confirming
-  EXPECT_EQ(launch({41, 42, 43, 44, 45}, 6000), everyone(700, {41, 42, 43, 44, 45}));
+  EXPECT_TRUE(launch({41, 42, 43, 44, 45}, 2500).empty());
+  EXPECT_TRUE(launch({41, 42, 43, 44, 45}, 3000).empty());  // uncontested now: confirming
+  EXPECT_EQ(launch({41, 42, 43, 44, 45}, 3500), everyone(700, {41, 42, 43, 44, 45}));
   EXPECT_EQ(counters().runs_started, 0u);
+}
+
+// Stray joins of earlier launches (duplicates, or a worker whose answers keep getting lost)
+// are told their own run, however many launches back, and never start or enter a launch.
+TEST_F(RunHandshake, JoinsOfEarlierLaunchesAreToldTheirOwnRun) {
+  for (std::uint16_t n = 0; n < 3; ++n) {
+    const std::uint32_t base = 100 * (n + 1);
+    const Time t = 10'000 * n;
+    EXPECT_TRUE(launch({base + 1, base + 2, base + 3, base + 4, base + 5}, t).empty());
+    EXPECT_EQ(launch({base + 1, base + 2, base + 3, base + 4, base + 5}, t + 500),
+              everyone(700 + n, {base + 1, base + 2, base + 3, base + 4, base + 5}));
+  }
+  EXPECT_EQ(join(1, 1, 104, 20'600), (std::vector<Told>{{1, 1, 104, 700}}));
+  EXPECT_EQ(join(0, 0, 201, 20'600), (std::vector<Told>{{0, 0, 201, 701}}));
+  EXPECT_EQ(join(0, 0, 301, 20'600), (std::vector<Told>{{0, 0, 301, 702}}));
+  EXPECT_EQ(counters().runs_started, 2u);
 }
 
 // Two live processes for one rank (a half-started launch still waiting, and its relaunch):

@@ -10,8 +10,12 @@
 // again: the next run begins. A new run never meets what the last one left in switches and PSs
 // (proto::wire_tensor), so a relaunch on long-lived daemons is never answered with the last
 // launch's results.
+#include <algorithm>
 #include <cstdint>
+#include <deque>
+#include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "engines/common.h"
@@ -32,18 +36,20 @@ class RunRegistry {
 
   // `first_run`: where this PS starts counting; the daemon picks it at random, so that a
   // restarted PS does not hand out the run its predecessor just used.
+  // Answered nonces remembered per rank: a join of one of the last this many launches (a
+  // duplicate, or an answer lost) is told its own run and changes nothing.
+  static constexpr std::size_t kRunsRemembered = 8;
+
   RunRegistry(std::uint16_t first_run, std::uint32_t workers)
-      : run_(first_run), ranks_(workers), previous_(workers) {}
+      : run_(first_run), ranks_(workers), told_(workers) {}
 
   Answer join(std::uint32_t worker, std::uint32_t nonce, Time now) {
-    // A late join of the previous run (a duplicate, or an answer lost) is told that run and
-    // changes nothing, so it cannot split the current launch.
-    if (previous_[worker] == nonce && ranks_[worker].nonce != nonce)
-      return {Verdict::answer_asker, static_cast<std::uint16_t>(run_ - 1)};
+    const auto& told = told_[worker];
+    const auto known = std::find_if(told.begin(), told.end(),
+                                    [&](const auto& t) { return t.first == nonce; });
+    if (known != told.end()) return {Verdict::answer_asker, known->second};
     if (answered_) {
-      if (ranks_[worker].nonce == nonce) return {Verdict::answer_asker, run_};
       // A new process for a rank of an answered run: the job was launched again.
-      for (std::size_t i = 0; i < ranks_.size(); ++i) previous_[i] = ranks_[i].nonce;
       for (auto& r : ranks_) r = Rank{};
       ++run_;
       answered_ = false;
@@ -55,8 +61,9 @@ class RunRegistry {
     if (r.nonce == nonce) {
       r.confirmed = confirming_since_ && now > *confirming_since_;
     } else {
-      // Two processes claim this rank while the other still asks: wait until one is gone.
-      if (r.nonce && now - r.asked <= kJoinCountsFor) r.contested_until = now + kJoinCountsFor;
+      // Two processes claim this rank while the other still asks: wait until one is gone (a
+      // live one asks again within kJoinRepeatAtMost, and so renews the contest).
+      if (r.nonce && now - r.asked <= kJoinCountsFor) r.contested_until = r.asked + kJoinCountsFor;
       r.nonce = nonce;
       r.confirmed = false;
       confirming_since_.reset();
@@ -77,6 +84,10 @@ class RunRegistry {
     for (const Rank& x : ranks_)
       if (!x.confirmed) return {Verdict::wait, run_};
     answered_ = true;
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      told_[i].emplace_back(*ranks_[i].nonce, run_);
+      if (told_[i].size() > kRunsRemembered) told_[i].pop_front();
+    }
     return {Verdict::answer_all, run_};
   }
 
@@ -88,14 +99,15 @@ class RunRegistry {
   struct Rank {
     std::optional<std::uint32_t> nonce;
     Time asked = 0;            // its latest join
-    Time contested_until = 0;  // another nonce claimed the rank until this long ago
+    // Another nonce claimed the rank until then.
+    Time contested_until = std::numeric_limits<Time>::min();
     bool confirmed = false;    // asked again since confirming_since_
   };
   std::uint16_t run_;
   bool answered_ = false;
   std::optional<Time> confirming_since_;  // when every rank last began to look settled
   std::vector<Rank> ranks_;
-  std::vector<std::optional<std::uint32_t>> previous_;  // the last answered run's nonces
+  std::vector<std::deque<std::pair<std::uint32_t, std::uint16_t>>> told_;  // nonce, its run
 };
 
 }  // namespace atp::engines
