@@ -35,7 +35,6 @@ float next_value(FuzzedDataProvider& in) {
   }
 }
 
-// What a PS answers to `fragment` when the job's other worker sent the same values.
 // PS 0's answer to a join: run `run` for the asker's nonce.
 std::vector<std::uint8_t> joined(std::vector<std::uint8_t> join, std::uint16_t run) {
   proto::Header h;
@@ -47,6 +46,7 @@ std::vector<std::uint8_t> joined(std::vector<std::uint8_t> join, std::uint16_t r
   return join;
 }
 
+// What a PS answers to `fragment` when the job's other worker sent the same values.
 std::vector<std::uint8_t> doubled_result(std::vector<std::uint8_t> fragment) {
   proto::Header h;
   if (proto::decode(fragment, h) != proto::DecodeError::ok) std::abort();

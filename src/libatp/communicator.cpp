@@ -7,7 +7,7 @@ namespace atp {
 
 Communicator::Communicator(engines::WorkerConfig config, runtime::Endpoint bind,
                            runtime::AddressBook book)
-    : config_(config), book_(std::move(book)), socket_(bind), worker_(config) {
+    : config_(config), book_(std::move(book)), socket_(bind), worker_(config), run_(config.run) {
   loop_.watch(socket_.fd(), [this] { on_readable(); });
   timer_ = loop_.add_timer([this] { on_timer(); });
   loop_.on_wake([this] { on_wake(); });
@@ -66,7 +66,7 @@ engines::WorkerStats Communicator::stats() const {
 
 std::optional<std::uint16_t> Communicator::run() const {
   std::lock_guard lock(mutex_);
-  return run_ ? run_ : config_.run;
+  return run_;
 }
 
 void Communicator::on_wake() {

@@ -37,8 +37,8 @@ class Communicator {
 
   // `run`: this launch of the job. By default the job's first PS hands every worker of a
   // launch the same fresh one at the first allreduce, once every worker asked (a random nonce
-  // per Communicator tells launches apart). An explicit run must be the same for all the job's workers, and the next
-  // launch on the same switches and PSs must use another.
+  // per Communicator tells launches apart). An explicit run must be the same for all the
+  // job's workers, and the next launch on the same switches and PSs must use another.
   static std::unique_ptr<Communicator> from_cluster(const control::ClusterConfig& cluster,
                                                     std::uint32_t job, std::size_t rank,
                                                     std::optional<std::uint16_t> run = {});

@@ -156,14 +156,14 @@ void ParameterServer::answer_join(Job& job, const proto::Header& h, Time now, Ou
     ++job.counters.rejected;  // runs are PS 0's to hand out
     return;
   }
-  const std::uint32_t worker = job.worker_offset[h.rack] + std::countr_zero(h.workers_bitmap);
+  const unsigned bit = std::countr_zero(h.workers_bitmap);
   const std::uint16_t current = job.runs.run();
-  const RunRegistry::Answer answer = job.runs.join(worker, h.seq, now);
+  const RunRegistry::Answer answer = job.runs.join(job.worker_offset[h.rack] + bit, h.seq, now);
   if (job.runs.run() != current) ++job.counters.runs_started;
   switch (answer.verdict) {
     case RunRegistry::Verdict::wait: return;
     case RunRegistry::Verdict::answer_asker:
-      send_joined(job, h.rack, std::countr_zero(h.workers_bitmap), h.seq, answer.run, out);
+      send_joined(job, h.rack, bit, h.seq, answer.run, out);
       return;
     case RunRegistry::Verdict::answer_all:
       for (std::uint8_t rack = 0; rack < job.config.workers_per_rack.size(); ++rack)

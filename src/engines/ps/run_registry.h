@@ -26,7 +26,7 @@ class RunRegistry {
  public:
   enum class Verdict {
     wait,          // not yet: no answer
-    answer_asker,  // tell the asker `run` (its answer was lost, or it is of the previous run)
+    answer_asker,  // tell the asker `run` (its answer was lost, or it is of an earlier run)
     answer_all,    // tell every rank (nonce()) `run`
   };
   struct Answer {
@@ -34,12 +34,12 @@ class RunRegistry {
     std::uint16_t run;
   };
 
-  // `first_run`: where this PS starts counting; the daemon picks it at random, so that a
-  // restarted PS does not hand out the run its predecessor just used.
   // Answered nonces remembered per rank: a join of one of the last this many launches (a
   // duplicate, or an answer lost) is told its own run and changes nothing.
   static constexpr std::size_t kRunsRemembered = 8;
 
+  // `first_run`: where this PS starts counting; the daemon picks it at random, so that a
+  // restarted PS does not hand out the run its predecessor just used.
   RunRegistry(std::uint16_t first_run, std::uint32_t workers)
       : run_(first_run), ranks_(workers), told_(workers) {}
 

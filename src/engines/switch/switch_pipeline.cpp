@@ -319,7 +319,9 @@ Forwarding SwitchPipeline::handle_downward(Context& c) {
     const AggregatorState& a = pool_.state(c.index);
     if (a.valid && a.owner == c.owner()) pool_.free(c.index);
   }
-  return fan_out(c);
+  proto::encode_flags_and_bitmaps(c.h, c.packet);
+  ++c.job->counters.results_sent;
+  return {Forwarding::Action::multicast, 0, c.job->config.downstream};
 }
 
 // A run handshake answer names one worker: level 2 sends it to that worker's rack switch, level
@@ -334,12 +336,6 @@ Forwarding SwitchPipeline::toward_asker(Context& c) {
   }
   ++c.job->counters.results_sent;
   return {Forwarding::Action::unicast, below[index], {}};
-}
-
-Forwarding SwitchPipeline::fan_out(Context& c) {
-  proto::encode_flags_and_bitmaps(c.h, c.packet);
-  ++c.job->counters.results_sent;
-  return {Forwarding::Action::multicast, 0, c.job->config.downstream};
 }
 
 Forwarding SwitchPipeline::forward_up(Context& c) {

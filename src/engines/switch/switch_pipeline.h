@@ -118,7 +118,6 @@ class SwitchPipeline {
   bool aggregatable(const Context& c) const;
   bool fan_in_agrees(Context& c) const;
   static bool authentic(const SwitchJob& job, const proto::Header& h, std::optional<NodeId> from);
-  Forwarding fan_out(Context& c);
   Forwarding toward_asker(Context& c);
   Forwarding forward_up(Context& c);
   Forwarding route_up(Context& c);
