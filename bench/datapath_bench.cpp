@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   runtime::UdpSocket target(*runtime::Endpoint::parse("127.0.0.1:0"));
 
   engines::SwitchPipeline sw({proto::Level::rack, 1024, k, engines::Policy::atp});
-  sw.add_job({1, {0, 0}, {0}, 64, 0, 0, /*fan_in=*/2});  // every NodeId is the sink here
+  sw.add_job({1, {0, 0}, {0}, 64, 0, 0, /*fan_in=*/2, 0, /*multicast_group=*/1});  // port 0: the sink
   engines::ParameterServer ps;
   ps.add_job({1, {2}, 64, k, 0});
   std::vector<std::vector<std::uint8_t>> rack_sums = {packet(0, 0, 0, k)};
@@ -109,10 +109,10 @@ int main(int argc, char** argv) {
 
   auto bare = [&](std::span<std::uint8_t> p, runtime::SendBatch& out) { out.add(sink_address, p); };
   auto through_switch = [&](std::span<std::uint8_t> p, runtime::SendBatch& out) {
-    const engines::Forwarding f = sw.process(p);
-    if (f.action == engines::Forwarding::Action::unicast) out.add(sink_address, p);
-    if (f.action == engines::Forwarding::Action::multicast)
-      for (std::size_t i = 0; i < f.group.size(); ++i) out.add(sink_address, p);
+    const engines::Verdict v = sw.process(p, 0, 0);
+    if (v.action == engines::Verdict::Action::port) out.add(sink_address, p);
+    if (v.action == engines::Verdict::Action::multicast)
+      for (std::size_t i = 0; i < sw.multicast_ports(v.group).size(); ++i) out.add(sink_address, p);
   };
   auto through_ps = [&](std::span<std::uint8_t> p, runtime::SendBatch& out) {
     ps.on_packet(0, p, outbox);

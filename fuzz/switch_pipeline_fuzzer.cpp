@@ -20,8 +20,9 @@
 namespace {
 
 using namespace atp;
-using engines::AggregatorPool;
-using engines::AggregatorState;
+using engines::AggregatorView;
+using engines::Port;
+using Action = engines::Verdict::Action;
 
 constexpr std::uint32_t kJobs = 3;
 constexpr std::uint32_t kPool = 8;
@@ -33,9 +34,10 @@ engines::SwitchJob make_job(std::uint32_t id, FuzzedDataProvider& in) {
   engines::SwitchJob j;
   j.job = id;
   const unsigned members = in.ConsumeIntegralInRange<unsigned>(1, 4);
-  for (unsigned m = 0; m < members; ++m) j.downstream.push_back(10 * id + m);
-  j.upstream = {100 + id};
-  if (in.ConsumeBool()) j.upstream.push_back(200 + id);  // a second PS shard
+  for (unsigned m = 0; m < members; ++m) j.downstream.push_back(static_cast<Port>(10 * id + m));
+  j.upstream = {static_cast<Port>(100 + id)};
+  if (in.ConsumeBool()) j.upstream.push_back(static_cast<Port>(200 + id));  // a second PS shard
+  j.multicast_group = static_cast<engines::MulticastGroupId>(id);
   j.window = 1u << in.ConsumeIntegralInRange<unsigned>(0, 3);
   j.static_first = (id - 1) * 2;
   j.static_count = in.ConsumeIntegralInRange<std::uint32_t>(0, 2);
@@ -46,31 +48,13 @@ engines::SwitchJob make_job(std::uint32_t id, FuzzedDataProvider& in) {
   return j;
 }
 
-struct Snapshot {
-  std::vector<AggregatorState> state;
-  std::vector<std::int32_t> values;
-};
-
-Snapshot snapshot(const AggregatorPool& pool) {
-  Snapshot s;
-  auto& p = const_cast<AggregatorPool&>(pool);
-  for (std::uint32_t i = 0; i < pool.size(); ++i) {
-    s.state.push_back(pool.state(i));
-    s.values.insert(s.values.end(), p.values(i), p.values(i) + pool.width());
-  }
+std::vector<AggregatorView> snapshot(const engines::SwitchPipeline& sw) {
+  std::vector<AggregatorView> s;
+  for (std::uint32_t i = 0; i < kPool; ++i) s.push_back(sw.registers().view(i));
   return s;
 }
 
-bool same_aggregator(const Snapshot& a, const Snapshot& b, std::uint32_t i) {
-  const AggregatorState &x = a.state[i], &y = b.state[i];
-  return x.valid == y.valid && x.complete == y.complete && x.ecn == y.ecn &&
-         x.wrapped == y.wrapped && x.owner == y.owner && x.bitmap == y.bitmap &&
-         x.count == y.count && x.value_count == y.value_count &&
-         std::equal(a.values.begin() + i * kWidth, a.values.begin() + (i + 1) * kWidth,
-                    b.values.begin() + i * kWidth);
-}
-
-bool contains(const std::vector<NodeId>& v, NodeId n) {
+bool contains(const std::vector<Port>& v, Port n) {
   return std::find(v.begin(), v.end(), n) != v.end();
 }
 
@@ -81,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   engines::SwitchConfig config;
   config.level = in.ConsumeBool() ? proto::Level::rack : proto::Level::spine;
   config.pool_size = kPool;
-  config.values_per_aggregator = kWidth;
+  config.values_per_pass = kWidth;
   config.policy = static_cast<engines::Policy>(in.ConsumeIntegralInRange<int>(0, 2));
   engines::SwitchPipeline sw(config);
 
@@ -101,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         sw.remove_job(id);
         installed[id].reset();
         for (std::uint32_t i = 0; i < kPool; ++i)
-          if (sw.pool().state(i).valid && sw.pool().state(i).owner.job == id) std::abort();
+          if (sw.registers().view(i).valid() && sw.registers().view(i).owner.job() == id)
+            std::abort();
       } else {
         installed[id] = make_job(id, in);
         sw.add_job(*installed[id]);
@@ -110,14 +95,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
 
     std::vector<std::uint8_t> packet = fuzzing::next_packet(in, ranges, tokens);
-    // Who sends it: a member of some job, a PS-side hop, a stranger, or a trusted caller.
-    std::optional<NodeId> from;
-    switch (in.ConsumeIntegralInRange<int>(0, 4)) {
-      case 0: from = std::nullopt; break;
-      case 1: from = kUnknownNode; break;
-      case 2: from = 100 + in.ConsumeIntegralInRange<NodeId>(1, kJobs); break;
-      default: from = 10 * in.ConsumeIntegralInRange<NodeId>(1, kJobs) +
-                      in.ConsumeIntegralInRange<NodeId>(0, 3);
+    // The port it arrives on: a member of some job, a PS-side hop, or a stranger's.
+    Port from = 0;
+    switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+      case 0: from = in.ConsumeIntegral<Port>(); break;
+      case 1: from = static_cast<Port>(100 + in.ConsumeIntegralInRange<Port>(1, kJobs)); break;
+      default:
+        from = static_cast<Port>(10 * in.ConsumeIntegralInRange<Port>(1, kJobs) +
+                                 in.ConsumeIntegralInRange<Port>(0, 3));
     }
     const bool congested = in.ConsumeBool();
 
@@ -127,36 +112,38 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         decodes && h.job >= 1 && h.job <= kJobs && installed[h.job] ? &*installed[h.job] : nullptr;
     const bool authentic =
         job && h.token == job->token &&
-        (!from || contains(h.is_downward() ? job->upstream : job->downstream, *from));
+        contains(h.is_downward() ? job->upstream : job->downstream, from);
 
-    const Snapshot before = snapshot(sw.pool());
+    const std::vector<AggregatorView> before = snapshot(sw);
     const std::size_t length = packet.size();
-    const engines::Forwarding verdict = sw.process(packet, from, congested);
-    const Snapshot after = snapshot(sw.pool());
+    const Time now = static_cast<Time>(step) * kMillisecond;
+    const engines::Verdict verdict = sw.process(packet, from, now, congested);
+    const std::vector<AggregatorView> after = snapshot(sw);
 
-    if (!authentic && verdict.action != engines::Forwarding::Action::drop) std::abort();
+    if (!authentic && verdict.action != Action::drop) std::abort();
     for (std::uint32_t i = 0; i < kPool; ++i) {
-      const bool changed = !same_aggregator(before, after, i);
+      const bool changed = before[i] != after[i];
       if (changed && !authentic) std::abort();  // a forgery or stranger touched the pool
       if (changed && h.kind != proto::Kind::fragment) std::abort();  // the handshake never does
-      if (changed && before.state[i].valid && before.state[i].owner.job != h.job)
+      if (changed && before[i].valid() && before[i].owner.job() != h.job)
         std::abort();  // job h.job changed an aggregator another job held
-      const AggregatorState& a = after.state[i];
-      if (a.valid && (a.owner.job > kJobs || !installed[a.owner.job])) std::abort();
-      if (a.valid && a.count != std::popcount(a.bitmap)) std::abort();
+      const AggregatorView& a = after[i];
+      if (a.valid() && (a.owner.job() > kJobs || !installed[a.owner.job()])) std::abort();
+      if (a.valid() && a.count != std::popcount(a.bitmap)) std::abort();
     }
 
-    if (verdict.action == engines::Forwarding::Action::drop) continue;
+    if (verdict.action == Action::drop) continue;
     proto::Header out;
     if (packet.size() != length || proto::decode(packet, out) != proto::DecodeError::ok)
       std::abort();
     if (out.job != h.job || out.seq != h.seq || out.token != h.token) std::abort();
-    if (verdict.action == engines::Forwarding::Action::unicast &&
-        !contains(job->upstream, verdict.to) && !contains(job->downstream, verdict.to))
+    if (verdict.action == Action::port && !contains(job->upstream, verdict.port) &&
+        !contains(job->downstream, verdict.port))
       std::abort();
-    if (verdict.action == engines::Forwarding::Action::multicast &&
-        !std::equal(verdict.group.begin(), verdict.group.end(), job->downstream.begin(),
-                    job->downstream.end()))
+    const auto group = sw.multicast_ports(verdict.group);
+    if (verdict.action == Action::multicast &&
+        (verdict.group != job->multicast_group ||
+         !std::equal(group.begin(), group.end(), job->downstream.begin(), job->downstream.end())))
       std::abort();
   }
   return 0;

@@ -175,12 +175,15 @@ TEST(ClusterConfig, SizesBeyondTheHeadersFieldsAreRejected) {
   const std::string one_worker =
       "\nparameter_servers = [\"p\"]\nworkers = [{ rack = \"r\", address = \"127.0.0.1:3\" }]\n";
   expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 4294967296" + one_worker, "too large");
-  const auto c = ClusterConfig::parse(std::string(kSwitch) + kPs + "[[job]]\nid = 4294967295" + one_worker);
-  EXPECT_EQ(c.jobs()[0].id, 4294967295u);  // every 32-bit job id fits the header
+  // The switches' owner tag keeps 15 bits of the job id.
+  expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 32768" + one_worker, "0..32767");
+  const auto c = ClusterConfig::parse(std::string(kSwitch) + kPs + "[[job]]\nid = 32767" + one_worker);
+  EXPECT_EQ(c.jobs()[0].id, 32767u);
   expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 1\nvalues_per_packet = 1025" + one_worker,
                   "values_per_packet");
   // Found by the config fuzzer: accepted by the file, then refused by the switch at start.
   expect_rejected(std::string(kSwitch) + "values_per_aggregator = 2256\n" + kPs, "values_per_aggregator");
+  expect_rejected(std::string(kSwitch) + "passes = 3\n" + kPs, "passes must divide");
 }
 
 }  // namespace

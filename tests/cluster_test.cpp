@@ -2,6 +2,8 @@
 // simulator: every result of every worker must equal the exact sum, bit for bit.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "proto/header.h"
 #include "sim/cluster.h"
 #include "sim/scenario.h"
@@ -198,6 +200,42 @@ TEST(Cluster, UnreachablePsIsReportedNotExact) {
     EXPECT_FALSE(r.jobs[0].exact);
     EXPECT_FALSE(r.jobs[0].finished);
     EXPECT_NE(r.jobs[0].error.find(missed), std::string::npos) << r.jobs[0].error;
+  }
+}
+
+// Congestion is marked at switch egress on fragments only. The simulator used to set the flag
+// on whatever crossed a full queue, run-handshake packets included, which the next hop then
+// dropped as malformed: no worker got a run id.
+TEST(Cluster, CongestedQueuesMarkFragmentsNeverTheRunHandshake) {
+  Scenario s = small();
+  s.racks = 2;
+  s.tensor_bytes = 4096;
+  s.policy = "none";  // four workers' fragments share each rack's uplink: a queue builds
+  s.ecn_threshold = 100;
+  s.time_limit_s = 3;
+  const auto r = run(s);
+  EXPECT_GT(r.switches.ecn_marked, 0u);
+  EXPECT_GT(r.jobs[0].workers.ecn_marks, 0u);
+}
+
+TEST(Cluster, NegativeOrNonFiniteDelaysAndRatesAreRefusedByName) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<std::pair<double Scenario::*, double>> bad = {
+      {&Scenario::delay_us, -1000}, {&Scenario::delay_us, nan},   {&Scenario::link_gbps, inf},
+      {&Scenario::link_gbps, -1},   {&Scenario::compute_us, -1},  {&Scenario::min_rto_us, inf},
+      {&Scenario::time_limit_s, nan}};
+  for (const auto& [field, value] : bad) {
+    Scenario s = small();
+    s.*field = value;
+    EXPECT_THROW(to_cluster_spec(s), std::invalid_argument) << value;
+  }
+  Scenario s = small();
+  s.delay_us = -1;
+  try {
+    to_cluster_spec(s);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--delay-us"), std::string::npos) << e.what();
   }
 }
 

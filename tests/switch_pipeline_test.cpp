@@ -1,6 +1,15 @@
-// Each switch rule as "packets in, packets out". docs/engines.md lists the same rules.
+// Each switch rule as "packets in, packets out". docs/engines.md lists the same rules. Every
+// test runs through a RecordingSwitch; on teardown its trace is written, read back and replayed
+// through a fresh pipeline, which must give the same packets out (and, with ATP_TRACE_DIR set,
+// is kept there for the P4 conformance harness).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "conformance/switch_trace.h"
 #include "engines/switch/switch_pipeline.h"
 #include "packet_builder.h"
 
@@ -11,27 +20,90 @@ using atp::testing::header_of;
 using atp::testing::make_packet;
 using atp::testing::PacketSpec;
 using atp::testing::values_of;
-using Action = Forwarding::Action;
+using Action = Verdict::Action;
 namespace flag = proto::flag;
 
-constexpr NodeId kUp = 100, kPs0 = 200, kPs1 = 201;
-const std::vector<NodeId> kWorkers = {1, 2, 3};
-const std::vector<NodeId> kRacks = {11, 12};
+constexpr Port kUp = 100, kPs0 = 200, kPs1 = 201;
+const std::vector<Port> kWorkers = {1, 2, 3};
+const std::vector<Port> kRacks = {11, 12};
 
-class RackSwitch : public ::testing::Test {
+// A switch under test: packets arrive on the port of the member their header names.
+class SwitchTest : public ::testing::Test {
  protected:
-  RackSwitch() : sw({proto::Level::rack, 16, 8, Policy::atp}) { install_fan_in(2); }
+  void make(SwitchConfig config) { sw.emplace(config); }
+  void add(SwitchJob job) {
+    if (job.multicast_group == 0) job.multicast_group = multicast_group_of_job(job.job);
+    sw->add_job(job);
+    installed[job.job] = job;
+  }
+  // Runs one packet through at the test's clock; returns the verdict, rewrites `p` in place.
+  Verdict run(std::vector<std::uint8_t>& p, bool congested = false) {
+    return sw->process(p, natural_port(p), now, congested);
+  }
+  Verdict run_from(std::vector<std::uint8_t>& p, Port from) { return sw->process(p, from, now); }
+  std::vector<Port> group_of(const Verdict& v) {
+    auto ports = sw->pipeline().multicast_ports(v.group);
+    return {ports.begin(), ports.end()};
+  }
+  AggregatorView agg(std::uint32_t index = 5) { return sw->pipeline().registers().view(index); }
+  const SwitchJobCounters& counters(std::uint32_t job = 1) { return *sw->pipeline().job_counters(job); }
+  const SwitchCounters& switch_counters() { return sw->pipeline().counters(); }
+
+  void TearDown() override {
+    if (!sw) return;
+    std::stringstream text;
+    conformance::write_trace(text, sw->trace());
+    const auto difference = conformance::replay(conformance::read_trace(text));
+    EXPECT_FALSE(difference) << "replayed trace differs at packet " << difference->packet << ": "
+                             << difference->what;
+    if (const char* dir = std::getenv("ATP_TRACE_DIR")) {
+      const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+      std::ofstream(std::string(dir) + "/" + test->test_suite_name() + "." + test->name() +
+                    ".jsonl")
+          << text.str();
+    }
+  }
+
+  std::optional<conformance::RecordingSwitch> sw;
+  std::map<std::uint32_t, SwitchJob> installed;
+  Time now = 0;
+
+ private:
+  // Upward packets from the member their header names, downward ones from the first hop up.
+  Port natural_port(const std::vector<std::uint8_t>& p) {
+    proto::Header h;
+    const auto it = installed.begin();
+    if (it == installed.end()) return 0;
+    const SwitchJob& job =
+        proto::decode(p, h) == proto::DecodeError::ok && installed.count(h.job) ? installed[h.job]
+                                                                                 : it->second;
+    if (proto::decode(p, h) != proto::DecodeError::ok) return job.downstream.front();
+    if (h.is_downward()) return job.upstream.front();
+    const std::size_t member = sw->pipeline().config().level == proto::Level::rack
+                                   ? (h.workers_bitmap ? std::countr_zero(h.workers_bitmap) : 0)
+                                   : h.rack;
+    return job.downstream[std::min(member, job.downstream.size() - 1)];
+  }
+};
+
+class SwitchFanIn : public SwitchTest {};
+class StaticPolicy : public SwitchTest {};
+class NonePolicy : public SwitchTest {};
+class SwitchConfigTest : public SwitchTest {};
+
+class RackSwitch : public SwitchTest {
+ protected:
+  RackSwitch() {
+    make({proto::Level::rack, 16, 8, Policy::atp});
+    install_fan_in(2);
+  }
   // Jobs 1 and 2, whose sums need `fan_in` workers (PacketSpec's default rack_fan_in is 2).
   void install_fan_in(std::uint8_t fan_in) {
     for (std::uint32_t id : {1u, 2u}) {
       SwitchJob job{id, kWorkers, {kUp}, 4};
       job.fan_in = fan_in;
-      sw.add_job(job);
+      add(job);
     }
-  }
-  // Runs one packet through; returns the verdict, rewrites `p` in place.
-  Forwarding run(std::vector<std::uint8_t>& p, bool congested = false) {
-    return sw.process(p, std::nullopt, congested);
   }
   PacketSpec worker(std::uint8_t rank, std::vector<std::int32_t> values) {
     PacketSpec s;
@@ -39,16 +111,12 @@ class RackSwitch : public ::testing::Test {
     s.values = std::move(values);
     return s;
   }
-  const AggregatorState& agg(std::uint32_t index = 5) { return sw.pool().state(index); }
-  const SwitchJobCounters& counters(std::uint32_t job = 1) { return *sw.job_counters(job); }
-
-  SwitchPipeline sw;
 };
 
 TEST_F(RackSwitch, FirstFragmentClaimsAndIsAbsorbed) {
   auto p = make_packet(worker(0, {1, 2, 3}));
   EXPECT_EQ(run(p).action, Action::drop);
-  EXPECT_TRUE(agg().valid);
+  EXPECT_TRUE(agg().valid());
   EXPECT_EQ(agg().bitmap, 1u);
   EXPECT_EQ(agg().count, 1);
   EXPECT_EQ(counters().aggregated, 1u);
@@ -58,15 +126,15 @@ TEST_F(RackSwitch, LastFragmentCompletesAndForwardsTheSumAsARackSum) {
   auto a = make_packet(worker(0, {1, 2, 3}));
   auto b = make_packet(worker(1, {10, -20, 30}));
   run(a);
-  const Forwarding f = run(b);
-  ASSERT_EQ(f.action, Action::unicast);
-  EXPECT_EQ(f.to, kUp);
+  const Verdict f = run(b);
+  ASSERT_EQ(f.action, Action::port);
+  EXPECT_EQ(f.port, kUp);
   EXPECT_EQ(values_of(b), (std::vector<std::int32_t>{11, -18, 33}));
   const auto h = header_of(b);
   EXPECT_EQ(h.racks_bitmap, 1u);  // rack 0 complete
   EXPECT_EQ(h.workers_bitmap, 0u);
   EXPECT_EQ(h.next_level, proto::Level::parameter_server);  // one-rack job skips level 2
-  EXPECT_TRUE(agg().complete);
+  EXPECT_EQ(agg().count, 2);
   EXPECT_EQ(counters().completed, 1u);
 }
 
@@ -77,7 +145,7 @@ TEST_F(RackSwitch, TwoRackJobSendsCompletedSumToLevelTwo) {
   s.rack = 1;
   s.rack_fan_in = 1;
   auto p = make_packet(s);
-  ASSERT_EQ(run(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   const auto h = header_of(p);
   EXPECT_EQ(h.next_level, proto::Level::spine);
   EXPECT_EQ(h.racks_bitmap, 2u);
@@ -98,7 +166,7 @@ TEST_F(RackSwitch, DuplicateOfCompleteReforwardsTheSum) {
   auto b_again = b;
   run(a);
   run(b);
-  ASSERT_EQ(run(b_again).action, Action::unicast);
+  ASSERT_EQ(run(b_again).action, Action::port);
   EXPECT_EQ(values_of(b_again), (std::vector<std::int32_t>{2, 3, 4}));
   EXPECT_EQ(header_of(b_again).racks_bitmap, 1u);
 }
@@ -109,12 +177,12 @@ TEST_F(RackSwitch, OtherOwnerMeansCollisionAndUnaggregatedForward) {
   PacketSpec other = worker(0, {7, 8, 9});
   other.job = 2;  // same aggregator index, other job
   auto p = make_packet(other);
-  ASSERT_EQ(run(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   const auto h = header_of(p);
   EXPECT_TRUE(h.has(flag::kCollision));
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{7, 8, 9}));
   EXPECT_EQ(h.workers_bitmap, 1u);
-  EXPECT_EQ(agg().owner.job, 1u);  // untouched
+  EXPECT_EQ(agg().owner.job(), 1u);  // untouched
   EXPECT_EQ(counters(2).collisions, 1u);
 }
 
@@ -124,7 +192,7 @@ TEST_F(RackSwitch, SameJobOtherSeqInTheSameAggregatorCollides) {
   PacketSpec s = worker(1, {2});
   s.seq = 1;  // within the window: seq 0 may still be live
   auto p = make_packet(s);
-  EXPECT_EQ(run(p).action, Action::unicast);
+  EXPECT_EQ(run(p).action, Action::port);
   EXPECT_TRUE(header_of(p).has(flag::kCollision));
 }
 
@@ -135,7 +203,7 @@ TEST_F(RackSwitch, SeqAWindowLaterReclaimsAStaleAggregator) {
   s.seq = 4;  // window is 4: seq 0 is finished at the PS for sure
   auto p = make_packet(s);
   EXPECT_EQ(run(p).action, Action::drop);
-  EXPECT_EQ(agg().owner.seq, 4u);
+  EXPECT_EQ(agg().owner.lo, 4u);
   EXPECT_EQ(counters().stale_reclaimed, 1u);
 }
 
@@ -146,14 +214,14 @@ TEST_F(RackSwitch, AnotherRunOfTheJobReclaimsWhatTheOldRunHeld) {
   s.tensor = proto::wire_tensor(1, 0);  // run 1, seq 0 again
   auto p = make_packet(s);
   EXPECT_EQ(run(p).action, Action::drop);  // claimed afresh, not added to run 0's partial sum
-  EXPECT_EQ(agg().owner.tensor, s.tensor);
+  EXPECT_EQ(agg().owner.run(), 1);
   EXPECT_EQ(agg().bitmap, 0b10u);
   EXPECT_EQ(counters().stale_reclaimed, 1u);
   // Runs are not ordered: a delayed packet of run 0 takes the aggregator back in turn, and run
   // 1's partial sum goes nowhere (its workers' resends reach the PS): never a mixed sum.
   auto late = make_packet(worker(0, {1}));
   EXPECT_EQ(run(late).action, Action::drop);
-  EXPECT_EQ(agg().owner.tensor, 0u);
+  EXPECT_EQ(agg().owner.run(), 0);
   EXPECT_EQ(agg().bitmap, 0b01u);
 }
 
@@ -167,13 +235,13 @@ TEST_F(RackSwitch, ResendFlushesPartialPlusItsOwnValuesAndFrees) {
   r.rack_fan_in = 3;
   r.flags = flag::kResend;
   auto p = make_packet(r);
-  ASSERT_EQ(run(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   const auto h = header_of(p);
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{11, 12, 13}));
   EXPECT_EQ(h.workers_bitmap, 0b11u);
   EXPECT_EQ(h.racks_bitmap, 0u);
   EXPECT_TRUE(h.has(flag::kResend));
-  EXPECT_FALSE(agg().valid);
+  EXPECT_FALSE(agg().valid());
   EXPECT_EQ(counters().flushes, 1u);
 }
 
@@ -185,10 +253,10 @@ TEST_F(RackSwitch, ResendOfCountedWorkerFlushesOnlyThePartial) {
   run(a);
   s.flags = flag::kResend;
   auto p = make_packet(s);
-  ASSERT_EQ(run(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{1, 2, 3}));
   EXPECT_EQ(header_of(p).workers_bitmap, 1u);
-  EXPECT_FALSE(agg().valid);
+  EXPECT_FALSE(agg().valid());
 }
 
 TEST_F(RackSwitch, ResendThatCompletesTheRackIsARackSum) {
@@ -207,8 +275,8 @@ TEST_F(RackSwitch, ResendNeverClaims) {
   PacketSpec r = worker(0, {1, 2, 3});
   r.flags = flag::kResend;
   auto p = make_packet(r);
-  ASSERT_EQ(run(p).action, Action::unicast);
-  EXPECT_FALSE(agg().valid);
+  ASSERT_EQ(run(p).action, Action::port);
+  EXPECT_FALSE(agg().valid());
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{1, 2, 3}));
 }
 
@@ -220,10 +288,10 @@ TEST_F(RackSwitch, ResultFreesOwnedAggregatorAndFansOut) {
   r.values = {5, 5, 5};
   r.workers = 0;
   auto p = make_packet(r);
-  const Forwarding f = run(p);
+  const Verdict f = run(p);
   ASSERT_EQ(f.action, Action::multicast);
-  EXPECT_EQ(std::vector<NodeId>(f.group.begin(), f.group.end()), kWorkers);
-  EXPECT_FALSE(agg().valid);
+  EXPECT_EQ(group_of(f), kWorkers);
+  EXPECT_FALSE(agg().valid());
   EXPECT_EQ(counters().results_sent, 1u);
 }
 
@@ -231,29 +299,30 @@ TEST_F(RackSwitch, ResultFreesOwnedAggregatorAndFansOut) {
 TEST_F(RackSwitch, HandshakePassesWithoutTouchingAnyAggregator) {
   auto a = make_packet(worker(0, {1, 2, 3}));
   run(a);
-  const AggregatorState before = agg();
+  const AggregatorView before = agg();
 
   PacketSpec join = worker(1, {});
   join.kind = proto::Kind::join;
   auto p = make_packet(join);
-  const Forwarding up = run(p, /*congested=*/true);
-  ASSERT_EQ(up.action, Action::unicast);
-  EXPECT_EQ(up.to, kUp);
+  const Verdict up = run(p, /*congested=*/true);
+  ASSERT_EQ(up.action, Action::port);
+  EXPECT_EQ(up.port, kUp);
   EXPECT_EQ(header_of(p).next_level, proto::Level::parameter_server);
   EXPECT_EQ(header_of(p).flags, 0);  // no ECN mark either: it is not a fragment
+  EXPECT_EQ(switch_counters().ecn_marked, 0u);
 
   PacketSpec joined = join;
   joined.kind = proto::Kind::joined;
   auto q = make_packet(joined);
-  const Forwarding down = run(q);
-  ASSERT_EQ(down.action, Action::unicast);
-  EXPECT_EQ(down.to, kWorkers[1]);  // the asker (bit 1) only
+  const Verdict down = run(q);
+  ASSERT_EQ(down.action, Action::port);
+  EXPECT_EQ(down.port, kWorkers[1]);  // the asker (bit 1) only
   joined.rack_fan_in = 4;
   joined.workers = 1u << 3;  // a worker this switch has no port for
   auto stray = make_packet(joined);
   EXPECT_EQ(run(stray).action, Action::drop);
 
-  EXPECT_TRUE(agg().valid);
+  EXPECT_TRUE(agg().valid());
   EXPECT_EQ(agg().bitmap, before.bitmap);
   EXPECT_EQ(agg().count, before.count);
   EXPECT_EQ(counters().aggregated, 1u);
@@ -268,7 +337,7 @@ TEST_F(RackSwitch, ResultOfAnotherSeqLeavesTheAggregator) {
   r.workers = 0;
   auto p = make_packet(r);
   EXPECT_EQ(run(p).action, Action::multicast);
-  EXPECT_TRUE(agg().valid);
+  EXPECT_TRUE(agg().valid());
 }
 
 TEST_F(RackSwitch, FloatRequestFreesTheAggregatorLikeAResult) {
@@ -280,25 +349,35 @@ TEST_F(RackSwitch, FloatRequestFreesTheAggregatorLikeAResult) {
   r.values = {};
   auto p = make_packet(r);
   EXPECT_EQ(run(p).action, Action::multicast);
-  EXPECT_FALSE(agg().valid);
+  EXPECT_FALSE(agg().valid());
 }
 
 TEST_F(RackSwitch, FloatFragmentsPassUnaggregated) {
   PacketSpec s = worker(0, {0x3f800000});
   s.flags = flag::kOverflow;
   auto p = make_packet(s);
-  ASSERT_EQ(run(p).action, Action::unicast);
-  EXPECT_FALSE(agg().valid);
+  ASSERT_EQ(run(p).action, Action::port);
+  EXPECT_FALSE(agg().valid());
   EXPECT_EQ(values_of(p)[0], 0x3f800000);
 }
 
-TEST_F(RackSwitch, CongestionMarksTheAggregatorAndTheSum) {
+// ECN is an egress fact: what leaves through a congested port is marked; an absorbed packet
+// leaves nothing to mark.
+TEST_F(RackSwitch, CongestedEgressMarksWhatLeaves) {
   auto a = make_packet(worker(0, {1}));
   run(a, /*congested=*/true);
-  EXPECT_TRUE(agg().ecn);
+  EXPECT_FALSE(agg().ecn);
+  EXPECT_EQ(switch_counters().ecn_marked, 0u);
   auto b = make_packet(worker(1, {1}));
-  run(b);
+  ASSERT_EQ(run(b, /*congested=*/true).action, Action::port);
   EXPECT_TRUE(header_of(b).has(flag::kEcn));
+  EXPECT_EQ(switch_counters().ecn_marked, 1u);
+  PacketSpec r;
+  r.flags = flag::kResult;
+  r.workers = 0;
+  auto result = make_packet(r);
+  ASSERT_EQ(run(result, /*congested=*/true).action, Action::multicast);
+  EXPECT_TRUE(header_of(result).has(flag::kEcn));  // toward the workers: they slow down
 }
 
 TEST_F(RackSwitch, ArrivingEcnMarkIsSticky) {
@@ -315,7 +394,7 @@ TEST_F(RackSwitch, Int32OverflowIsFlaggedNeverSilent) {
   auto a = make_packet(worker(0, {2147483647, -5}));
   auto b = make_packet(worker(1, {1, -5}));
   run(a);
-  ASSERT_EQ(run(b).action, Action::unicast);
+  ASSERT_EQ(run(b).action, Action::port);
   EXPECT_TRUE(header_of(b).has(flag::kWrapped));
 }
 
@@ -326,31 +405,32 @@ TEST_F(RackSwitch, MalformedAndUnknownJobAreDroppedAndCounted) {
   s.job = 99;
   auto p = make_packet(s);
   EXPECT_EQ(run(p).action, Action::drop);
-  EXPECT_EQ(sw.counters().malformed, 1u);
-  EXPECT_EQ(sw.counters().unknown_job, 1u);
+  EXPECT_EQ(switch_counters().malformed, 1u);
+  EXPECT_EQ(switch_counters().unknown_job, 1u);
 }
 
 TEST_F(RackSwitch, RemovingAJobFreesItsAggregators) {
   auto a = make_packet(worker(0, {1}));
   run(a);
-  EXPECT_TRUE(sw.remove_job(1));
-  EXPECT_FALSE(agg().valid);
+  EXPECT_TRUE(sw->remove_job(1));
+  EXPECT_FALSE(agg().valid());
 }
 
 TEST_F(RackSwitch, ValueCountMismatchIsTreatedAsCollision) {
   auto a = make_packet(worker(0, {1, 2}));
   run(a);
   auto b = make_packet(worker(1, {1, 2, 3}));
-  ASSERT_EQ(run(b).action, Action::unicast);
+  ASSERT_EQ(run(b).action, Action::port);
   EXPECT_TRUE(header_of(b).has(flag::kCollision));
 }
 
-class SpineSwitch : public ::testing::Test {
+class SpineSwitch : public SwitchTest {
  protected:
-  SpineSwitch() : sw({proto::Level::spine, 16, 8, Policy::atp}) {
+  SpineSwitch() {
+    make({proto::Level::spine, 16, 8, Policy::atp});
     SwitchJob job{1, kRacks, {kPs0, kPs1}, 4};
     job.fan_in = 2;
-    sw.add_job(job);
+    add(job);
   }
   PacketSpec rack_sum(std::uint8_t rack, std::vector<std::int32_t> values) {
     PacketSpec s;
@@ -362,7 +442,6 @@ class SpineSwitch : public ::testing::Test {
     s.values = std::move(values);
     return s;
   }
-  SwitchPipeline sw;
 };
 
 TEST_F(SpineSwitch, HandshakeGoesToPsZeroAndItsAnswerToTheAskersRack) {
@@ -374,15 +453,15 @@ TEST_F(SpineSwitch, HandshakeGoesToPsZeroAndItsAnswerToTheAskersRack) {
   join.workers = 1;
   join.values.clear();
   auto up = make_packet(join);
-  const Forwarding f = sw.process(up);
-  ASSERT_EQ(f.action, Action::unicast);
-  EXPECT_EQ(f.to, kPs0);
+  const Verdict f = run(up);
+  ASSERT_EQ(f.action, Action::port);
+  EXPECT_EQ(f.port, kPs0);
   PacketSpec answer = join;
   answer.kind = proto::Kind::joined;
   auto down = make_packet(answer);
-  const Forwarding g = sw.process(down);
-  ASSERT_EQ(g.action, Action::unicast);
-  EXPECT_EQ(g.to, kRacks[1]);
+  const Verdict g = run(down);
+  ASSERT_EQ(g.action, Action::port);
+  EXPECT_EQ(g.port, kRacks[1]);
 }
 
 TEST_F(SpineSwitch, AddsRackSumsAndRoutesToThePsOfTheShard) {
@@ -390,10 +469,10 @@ TEST_F(SpineSwitch, AddsRackSumsAndRoutesToThePsOfTheShard) {
   PacketSpec b_spec = rack_sum(1, {3, 4});
   b_spec.ps_index = 1;
   auto b = make_packet(b_spec);
-  EXPECT_EQ(sw.process(a).action, Action::drop);
-  const Forwarding f = sw.process(b);
-  ASSERT_EQ(f.action, Action::unicast);
-  EXPECT_EQ(f.to, kPs1);
+  EXPECT_EQ(run(a).action, Action::drop);
+  const Verdict f = run(b);
+  ASSERT_EQ(f.action, Action::port);
+  EXPECT_EQ(f.port, kPs1);
   EXPECT_EQ(values_of(b), (std::vector<std::int32_t>{4, 6}));
   EXPECT_EQ(header_of(b).racks_bitmap, 0b11u);
   EXPECT_EQ(header_of(b).next_level, proto::Level::parameter_server);
@@ -401,45 +480,45 @@ TEST_F(SpineSwitch, AddsRackSumsAndRoutesToThePsOfTheShard) {
 
 TEST_F(SpineSwitch, PartialRackContributionsPassThrough) {
   auto a = make_packet(rack_sum(0, {1, 2}));
-  sw.process(a);
+  run(a);
   PacketSpec partial = rack_sum(1, {5, 5});
   partial.racks = 0;
   partial.workers = 1;
   partial.rack_fan_in = 3;
   partial.flags = flag::kCollision;
   auto p = make_packet(partial);
-  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{5, 5}));
-  EXPECT_EQ(sw.pool().state(5).count, 1);
+  EXPECT_EQ(agg(5).count, 1);
 }
 
 TEST_F(SpineSwitch, PartialResendMergesAsThePartOfItsRack) {
   auto a = make_packet(rack_sum(0, {1, 2}));
-  sw.process(a);
+  run(a);
   PacketSpec partial = rack_sum(1, {5, 5});
   partial.racks = 0;
   partial.workers = 0b10;
   partial.rack_fan_in = 3;
   partial.flags = flag::kResend;
   auto p = make_packet(partial);
-  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   const auto h = header_of(p);
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{6, 7}));
   EXPECT_EQ(h.racks_bitmap, 0b01u);   // rack 0 whole ...
   EXPECT_EQ(h.workers_bitmap, 0b10u); // ... plus worker 1 of rack 1
   EXPECT_EQ(h.rack, 1);
-  EXPECT_FALSE(sw.pool().state(5).valid);
+  EXPECT_FALSE(agg(5).valid());
 }
 
 TEST_F(SpineSwitch, PartialResendOfAWholeRackAddsNothing) {
   auto a = make_packet(rack_sum(0, {1, 2}));
-  sw.process(a);
+  run(a);
   PacketSpec partial = rack_sum(0, {5, 5});
   partial.racks = 0;
   partial.workers = 0b1;
   partial.flags = flag::kResend;
   auto p = make_packet(partial);
-  sw.process(p);
+  run(p);
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{1, 2}));
   EXPECT_EQ(header_of(p).racks_bitmap, 0b01u);
   EXPECT_EQ(header_of(p).workers_bitmap, 0u);
@@ -447,15 +526,15 @@ TEST_F(SpineSwitch, PartialResendOfAWholeRackAddsNothing) {
 
 TEST_F(SpineSwitch, ResultFansOutToTheJobsRacks) {
   auto a = make_packet(rack_sum(0, {1, 2}));
-  sw.process(a);
+  run(a);
   PacketSpec r = rack_sum(0, {9, 9});
   r.flags = flag::kResult;
   r.racks = 0;
   auto p = make_packet(r);
-  const Forwarding f = sw.process(p);
+  const Verdict f = run(p);
   ASSERT_EQ(f.action, Action::multicast);
-  EXPECT_EQ(std::vector<NodeId>(f.group.begin(), f.group.end()), kRacks);
-  EXPECT_FALSE(sw.pool().state(5).valid);
+  EXPECT_EQ(group_of(f), kRacks);
+  EXPECT_FALSE(agg(5).valid());
 }
 
 TEST_F(SpineSwitch, ShardIndexBeyondTheJobsServersIsDropped) {
@@ -463,44 +542,44 @@ TEST_F(SpineSwitch, ShardIndexBeyondTheJobsServersIsDropped) {
   s.ps_index = 7;
   s.flags = flag::kOverflow;
   auto p = make_packet(s);
-  EXPECT_EQ(sw.process(p).action, Action::drop);
-  EXPECT_EQ(sw.counters().malformed, 1u);
+  EXPECT_EQ(run(p).action, Action::drop);
+  EXPECT_EQ(switch_counters().malformed, 1u);
 }
 
 TEST_F(SpineSwitch, UnroutableResendLeavesTheAggregatorAlone) {
   auto a = make_packet(rack_sum(0, {1, 2}));
-  sw.process(a);
+  run(a);
   PacketSpec r = rack_sum(1, {3, 4});
   r.flags = flag::kResend;
   r.ps_index = 7;
   auto p = make_packet(r);
-  EXPECT_EQ(sw.process(p).action, Action::drop);
-  EXPECT_TRUE(sw.pool().state(5).valid);  // not flushed into a packet that goes nowhere
+  EXPECT_EQ(run(p).action, Action::drop);
+  EXPECT_TRUE(agg(5).valid());  // not flushed into a packet that goes nowhere
 }
 
-TEST(SwitchFanIn, HeaderDisagreeingWithTheInstalledFanInIsNotAggregated) {
-  SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::atp});
+TEST_F(SwitchFanIn, HeaderDisagreeingWithTheInstalledFanInIsNotAggregated) {
+  make({proto::Level::rack, 16, 8, Policy::atp});
   SwitchJob job{1, kWorkers, {kUp}, 4};
   job.fan_in = 3;
-  sw.add_job(job);
+  add(job);
   PacketSpec s;  // claims rack_fan_in 2: it would complete a 3-worker rack early
   auto p = make_packet(s);
-  ASSERT_EQ(sw.process(p).action, Action::unicast);
-  EXPECT_FALSE(sw.pool().state(5).valid);
-  EXPECT_EQ(sw.job_counters(1)->fan_in_mismatch, 1u);
+  ASSERT_EQ(run(p).action, Action::port);
+  EXPECT_FALSE(agg(5).valid());
+  EXPECT_EQ(counters().fan_in_mismatch, 1u);
   s.rack_fan_in = 3;
   auto ok = make_packet(s);
-  EXPECT_EQ(sw.process(ok).action, Action::drop);  // absorbed: 1 of 3
+  EXPECT_EQ(run(ok).action, Action::drop);  // absorbed: 1 of 3
 }
 
 // Found by the switch-pipeline fuzzer when a job could be installed without a fan-in: a spine
 // aggregator claimed by a header of fan-in 3 (racks 0b100) was joined by one of fan-in 1, and
 // the "complete" sum left with a bitmap beyond its fan-in. Now neither header can mix.
-TEST(SwitchFanIn, HeadersOfOtherFanInsNeverShareAnAggregator) {
-  SwitchPipeline sw({proto::Level::spine, 16, 8, Policy::atp});
+TEST_F(SwitchFanIn, HeadersOfOtherFanInsNeverShareAnAggregator) {
+  make({proto::Level::spine, 16, 8, Policy::atp});
   SwitchJob job{1, kRacks, {kPs0}, 4};
   job.fan_in = 1;
-  sw.add_job(job);
+  add(job);
   PacketSpec wide;
   wide.level = proto::Level::spine;
   wide.job_fan_in = 3;
@@ -509,15 +588,15 @@ TEST(SwitchFanIn, HeadersOfOtherFanInsNeverShareAnAggregator) {
   wide.workers = 0;
   wide.racks = 0b100;
   auto a = make_packet(wide);
-  ASSERT_EQ(sw.process(a).action, Action::unicast);  // forwarded, not aggregated
-  EXPECT_EQ(sw.pool().in_use(), 0u);
+  ASSERT_EQ(run(a).action, Action::port);  // forwarded, not aggregated
+  EXPECT_EQ(sw->pipeline().registers().in_use(), 0u);
   PacketSpec narrow = wide;
   narrow.job_fan_in = 1;
   narrow.racks = 0b1;
   auto b = make_packet(narrow);
-  ASSERT_EQ(sw.process(b).action, Action::unicast);  // complete on its own
+  ASSERT_EQ(run(b).action, Action::port);  // complete on its own
   EXPECT_EQ(header_of(b).racks_bitmap, 0b1u);  // header_of throws on a malformed packet
-  EXPECT_EQ(sw.job_counters(1)->fan_in_mismatch, 1u);
+  EXPECT_EQ(counters().fan_in_mismatch, 1u);
 }
 
 TEST_F(RackSwitch, ResendNamingSeveralWorkersIsForwardedAsIs) {
@@ -528,49 +607,152 @@ TEST_F(RackSwitch, ResendNamingSeveralWorkersIsForwardedAsIs) {
   r.rack_fan_in = 3;
   r.flags = flag::kResend;
   auto p = make_packet(r);
-  ASSERT_EQ(run(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{5}));
-  EXPECT_TRUE(agg().valid);
+  EXPECT_TRUE(agg().valid());
 }
 
-TEST(StaticPolicy, UsesOnlyTheJobsSlice) {
-  SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::static_partition});
-  sw.add_job({1, kWorkers, {kUp}, 4, /*first=*/8, /*count=*/2, /*fan_in=*/2});
+TEST_F(StaticPolicy, UsesOnlyTheJobsSlice) {
+  make({proto::Level::rack, 16, 8, Policy::static_partition});
+  add({1, kWorkers, {kUp}, 4, /*first=*/8, /*count=*/2, /*fan_in=*/2});
   PacketSpec s;
   s.seq = 5;  // slots map in order: 8 + 5 % 2 = 9
   auto p = make_packet(s);
-  sw.process(p);
-  EXPECT_TRUE(sw.pool().state(9).valid);
-  EXPECT_FALSE(sw.pool().state(5).valid);
+  run(p);
+  EXPECT_TRUE(agg(9).valid());
+  EXPECT_FALSE(agg(5).valid());
 }
 
-TEST(StaticPolicy, NoSliceMeansStraightToThePs) {
-  SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::static_partition});
-  sw.add_job({1, kWorkers, {kUp}, 4, 0, 0});
+TEST_F(StaticPolicy, NoSliceMeansStraightToThePs) {
+  make({proto::Level::rack, 16, 8, Policy::static_partition});
+  add({1, kWorkers, {kUp}, 4, 0, 0});
   auto p = make_packet(PacketSpec{});
-  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   EXPECT_TRUE(header_of(p).has(flag::kCollision));
-  EXPECT_EQ(sw.pool().in_use(), 0u);
+  EXPECT_EQ(sw->pipeline().registers().in_use(), 0u);
 }
 
-TEST(NonePolicy, ForwardsEverythingUntouched) {
-  SwitchPipeline sw({proto::Level::rack, 0, 8, Policy::none});
-  sw.add_job({1, kWorkers, {kUp}, 4});
+TEST_F(NonePolicy, ForwardsEverythingUntouched) {
+  make({proto::Level::rack, 0, 8, Policy::none});
+  add({1, kWorkers, {kUp}, 4});
   auto p = make_packet(PacketSpec{});
-  ASSERT_EQ(sw.process(p).action, Action::unicast);
+  ASSERT_EQ(run(p).action, Action::port);
   EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{1, 2, 3}));
   EXPECT_FALSE(header_of(p).has(flag::kCollision));
 }
 
-TEST(SwitchConfigTest, RejectsBadJobs) {
-  SwitchPipeline sw({proto::Level::rack, 16, 8, Policy::atp});
-  EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 3}), std::invalid_argument);  // window
-  EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/0}), std::invalid_argument);
-  EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/33}), std::invalid_argument);
-  EXPECT_THROW(sw.add_job({1, kWorkers, {}, 4}), std::invalid_argument);     // no upstream
-  EXPECT_THROW(sw.add_job({1, kWorkers, {kUp}, 4, 10, 10}), std::invalid_argument);
+TEST_F(SwitchConfigTest, RejectsBadJobs) {
+  make({proto::Level::rack, 16, 8, Policy::atp});
+  EXPECT_THROW(add({1, kWorkers, {kUp}, 3}), std::invalid_argument);  // window
+  EXPECT_THROW(add({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/0}), std::invalid_argument);
+  EXPECT_THROW(add({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/33}), std::invalid_argument);
+  EXPECT_THROW(add({1, kWorkers, {}, 4}), std::invalid_argument);     // no upstream
+  EXPECT_THROW(add({1, kWorkers, {kUp}, 4, 10, 10}), std::invalid_argument);
   EXPECT_THROW(SwitchPipeline({proto::Level::parameter_server, 16, 8, Policy::atp}),
                std::invalid_argument);
+}
+
+TEST_F(SwitchTest, OwnerTagsNeedSixteenBitJobIdsAndOwnGroups) {
+  make({proto::Level::rack, 16, 8, Policy::atp});
+  EXPECT_THROW(add({kMaxSwitchJobId + 1, kWorkers, {kUp}, 4}), std::invalid_argument);
+  add({kMaxSwitchJobId, kWorkers, {kUp}, 4, 0, 0, 1, 0, /*multicast_group=*/7});
+  EXPECT_THROW(add({3, kWorkers, {kUp}, 4, 0, 0, 1, 0, /*multicast_group=*/7}),
+               std::invalid_argument);  // group 7 reaches another job's members
+  EXPECT_EQ(OwnerTag::of(kMaxSwitchJobId, 0xABCD, 9).job(), kMaxSwitchJobId);
+  EXPECT_EQ(OwnerTag::of(kMaxSwitchJobId, 0xABCD, 9).run(), 0xABCD);
+  EXPECT_EQ(sizeof(OwnerTag), 8u);  // one 2 x 32-bit register pair
+}
+
+// A claim older than stale_after is restarted by the next fragment that joins it.
+TEST_F(RackSwitch, AJoinOfAnExpiredClaimRestartsIt) {
+  auto a = make_packet(worker(0, {1}));
+  run(a);
+  now += sw->pipeline().config().stale_after;
+  auto b = make_packet(worker(1, {2}));
+  EXPECT_EQ(run(b).action, Action::drop);  // restarted: holds worker 1 only
+  EXPECT_EQ(agg().bitmap, 0b10u);
+  EXPECT_EQ(counters().expired, 1u);
+  auto c = make_packet(worker(0, {4}));
+  ASSERT_EQ(run(c).action, Action::port);
+  EXPECT_EQ(values_of(c), (std::vector<std::int32_t>{6}));
+}
+
+// The audit's wrong sum: a delayed duplicate of worker 0's seq 0 claims a free aggregator whose
+// slot was remapped away, so nothing of the job visits it; 2^32 fragments later (the header's
+// seq and tensor repeat) the same identity arrives from all three workers. Without a claim
+// clock worker 0's new fragment was taken for a duplicate and the sum came out 10 + 100 + 100.
+TEST_F(RackSwitch, AnIdentityRepeatedAfterTwoToTheThirtyTwoFragmentsNeverJoinsAnOrphan) {
+  install_fan_in(3);
+  PacketSpec s = worker(0, {10});
+  s.rack_fan_in = 3;
+  auto orphan = make_packet(s);
+  now = 1 * kMillisecond;
+  EXPECT_EQ(run(orphan).action, Action::drop);
+  now += 400 * kSecond;  // 2^32 fragments of 1 KiB at 100 Gb/s
+  std::vector<std::uint8_t> last;
+  for (std::uint8_t rank = 0; rank < 3; ++rank) {
+    PacketSpec again = worker(rank, {100});
+    again.rack_fan_in = 3;
+    last = make_packet(again);
+    run(last);
+  }
+  EXPECT_EQ(values_of(last), (std::vector<std::int32_t>{300}));
+  EXPECT_EQ(header_of(last).racks_bitmap, 1u);
+}
+
+// K per pass x passes: each pass adds its own lanes into its own register array.
+TEST_F(SwitchTest, ValuesSpreadOverPassesAndLongerPacketsPassUp) {
+  make({proto::Level::rack, 16, 2, Policy::atp, /*passes=*/3});
+  add({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/2});
+  PacketSpec s;
+  s.values = {1, 2, 3, 4, 5};
+  auto a = make_packet(s);
+  run(a);
+  s.workers = 0b10;
+  s.values = {10, 20, 30, 40, 50};
+  auto b = make_packet(s);
+  ASSERT_EQ(run(b).action, Action::port);
+  EXPECT_EQ(values_of(b), (std::vector<std::int32_t>{11, 22, 33, 44, 55}));
+  EXPECT_EQ(agg().values, (std::vector<std::int32_t>{11, 22, 33, 44, 55, 0}));
+  s.seq = 1;
+  s.aggregator = 6;
+  s.values = {1, 2, 3, 4, 5, 6, 7};  // beyond 2 x 3: the PS adds it
+  auto c = make_packet(s);
+  ASSERT_EQ(run(c).action, Action::port);
+  EXPECT_FALSE(agg(6).valid());
+}
+
+TEST(SwitchTrace, ReplayFindsTheFirstDifferingField) {
+  conformance::RecordingSwitch sw({proto::Level::rack, 16, 8, Policy::atp});
+  sw.add_job({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/2, 0, multicast_group_of_job(1)});
+  for (std::uint8_t rank = 0; rank < 2; ++rank) {
+    PacketSpec s;
+    s.workers = 1u << rank;
+    auto p = make_packet(s);
+    sw.process(p, kWorkers[rank], 0, /*congested=*/rank == 1);
+  }
+  std::stringstream text;
+  conformance::write_trace(text, sw.trace());
+  conformance::Trace trace = conformance::read_trace(text);
+  ASSERT_EQ(trace.events.size(), 3u);
+  EXPECT_FALSE(conformance::replay(trace));
+
+  auto& sum = std::get<conformance::PacketRecord>(trace.events[2]);
+  sum.out[proto::kHeaderBytes + 3] ^= 1;  // value 0 of the sum
+  auto difference = conformance::replay(trace);
+  ASSERT_TRUE(difference);
+  EXPECT_EQ(difference->packet, 1u);
+  EXPECT_EQ(difference->what, "value 0: expected 3, got 2");
+  sum.out[proto::kHeaderBytes + 3] ^= 1;
+  sum.out[1] &= ~flag::kEcn;
+  difference = conformance::replay(trace);
+  ASSERT_TRUE(difference);
+  EXPECT_EQ(difference->what, "header flags: expected 0x0, got 0x8");
+  sum.verdict.port = kPs0;
+  EXPECT_EQ(conformance::replay(trace)->what, "verdict: expected port 200, got port 100");
+
+  std::stringstream bad("{\"setup\": {\"level\": 1}}\n");
+  EXPECT_THROW(conformance::read_trace(bad), std::invalid_argument);
 }
 
 }  // namespace
@@ -580,13 +762,14 @@ namespace atp::engines {
 namespace {
 
 // Tenant isolation: job 1's packets must carry its token and come from its own members.
-class IsolatedSwitch : public ::testing::Test {
+class IsolatedSwitch : public SwitchTest {
  protected:
-  IsolatedSwitch() : sw({proto::Level::rack, 16, 8, Policy::atp}) {
+  IsolatedSwitch() {
+    make({proto::Level::rack, 16, 8, Policy::atp});
     SwitchJob job{1, kWorkers, {kUp}, 4};
     job.token = 0xC0FFEE;
     job.fan_in = 2;
-    sw.add_job(job);
+    add(job);
   }
   PacketSpec fragment(std::uint8_t rank, std::uint32_t token = 0xC0FFEE) {
     PacketSpec s;
@@ -597,25 +780,25 @@ class IsolatedSwitch : public ::testing::Test {
     packet = p;
     return s;
   }
-  Forwarding send(NodeId from) { return sw.process(packet, from); }
-  SwitchPipeline sw;
+  Verdict send(Port from) { return run_from(packet, from); }
+
   std::vector<std::uint8_t> packet;
 };
 
 TEST_F(IsolatedSwitch, WrongTokenIsDroppedBeforeTouchingAnything) {
   fragment(0, 0xBAD);
   EXPECT_EQ(send(kWorkers[0]).action, Action::drop);
-  EXPECT_FALSE(sw.pool().state(5).valid);
-  EXPECT_EQ(sw.job_counters(1)->forged, 1u);
+  EXPECT_FALSE(agg(5).valid());
+  EXPECT_EQ(counters().forged, 1u);
 }
 
 TEST_F(IsolatedSwitch, FragmentsOnlyFromTheJobsWorkersResultsOnlyFromUpstream) {
   fragment(0);
-  EXPECT_EQ(send(/*a stranger*/ kUnknownNode).action, Action::drop);
+  EXPECT_EQ(send(/*a stranger*/ 0xFFFF).action, Action::drop);
   EXPECT_EQ(send(kUp).action, Action::drop);  // upstream may not send fragments
-  EXPECT_FALSE(sw.pool().state(5).valid);
+  EXPECT_FALSE(agg(5).valid());
   EXPECT_EQ(send(kWorkers[0]).action, Action::drop);  // absorbed: a genuine claim
-  EXPECT_TRUE(sw.pool().state(5).valid);
+  EXPECT_TRUE(agg(5).valid());
 
   PacketSpec r;
   r.flags = flag::kResult;
@@ -623,11 +806,11 @@ TEST_F(IsolatedSwitch, FragmentsOnlyFromTheJobsWorkersResultsOnlyFromUpstream) {
   auto result = make_packet(r);
   proto::store_be32(result.data() + 40, 0xC0FFEE);
   auto forged_result = result;
-  EXPECT_EQ(sw.process(forged_result, kWorkers[1]).action, Action::drop);  // a worker posing as PS
-  EXPECT_TRUE(sw.pool().state(5).valid);  // not freed by the forgery
-  EXPECT_EQ(sw.job_counters(1)->forged, 3u);
-  EXPECT_EQ(sw.process(result, kUp).action, Action::multicast);
-  EXPECT_FALSE(sw.pool().state(5).valid);
+  EXPECT_EQ(run_from(forged_result, kWorkers[1]).action, Action::drop);  // a worker posing as PS
+  EXPECT_TRUE(agg(5).valid());  // not freed by the forgery
+  EXPECT_EQ(counters().forged, 3u);
+  EXPECT_EQ(run_from(result, kUp).action, Action::multicast);
+  EXPECT_FALSE(agg(5).valid());
 }
 
 }  // namespace

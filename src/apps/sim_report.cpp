@@ -54,7 +54,7 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"simulated_time_s", static_cast<double>(report.end_time) / kSecond},
         {"packets_lost", report.links.lost},
         {"packets_tail_dropped", report.links.tail_dropped},
-        {"ecn_marked", report.links.ecn_marked}}},
+        {"ecn_marked", report.switches.ecn_marked}}},
       {"events", report.events},
       {"events_per_second", eps},
       {"wall_time_s", info.wall_seconds},

@@ -91,6 +91,9 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
       s.values_per_aggregator = number<std::uint16_t>(*t, "values_per_aggregator", 256, where);
       if (s.values_per_aggregator == 0 || s.values_per_aggregator > proto::kMaxValues)
         fail(where, "values_per_aggregator must be 1..1024");
+      s.passes = number<std::uint8_t>(*t, "passes", 1, where);
+      if (s.passes == 0 || s.values_per_aggregator % s.passes != 0)
+        fail(where, "passes must divide values_per_aggregator");
       const std::string policy = text(*t, "policy", where, false);
       if (!policy.empty() && !engines::parse_policy(policy, s.policy))
         fail(where, "policy must be atp, static or none");
@@ -169,6 +172,8 @@ void ClusterConfig::validate(const std::string& origin) const {
   for (const auto& j : jobs_) {
     const std::string where = "job " + std::to_string(j.id);
     if (++ids[j.id] > 1) fail(origin, where + " is defined twice");
+    if (j.id > engines::kMaxSwitchJobId)
+      fail(origin, where + ": job ids are 0.." + std::to_string(engines::kMaxSwitchJobId));
     if (j.window == 0 || !std::has_single_bit(j.window)) fail(origin, where + ": window must be a power of two");
     if (j.values_per_packet == 0 || j.values_per_packet > proto::kMaxValues)
       fail(origin, where + ": values_per_packet must be 1..1024");
@@ -282,7 +287,8 @@ runtime::Endpoint ClusterConfig::address_for(const std::string& name, std::uint3
 
 engines::SwitchConfig ClusterConfig::switch_config(const std::string& name) const {
   const SwitchSpec& s = switch_named(name);
-  return {s.level, s.aggregators / s.threads, s.values_per_aggregator, s.policy};
+  return {s.level, s.aggregators / s.threads,
+          static_cast<std::uint16_t>(s.values_per_aggregator / s.passes), s.policy, s.passes};
 }
 
 std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& name,
@@ -295,21 +301,24 @@ std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& na
     sj.job = job.id;
     sj.token = wire_token(job.id);
     sj.window = job.window;
-    std::vector<NodeId> servers;
-    for (const auto& ps : job.parameter_servers) servers.push_back(book.id_of(server_named(ps).address));
+    sj.multicast_group = engines::multicast_group_of_job(job.id);
+    auto port = [&](const runtime::Endpoint& e) { return engines::port_of_node(book.id_of(e)); };
+    std::vector<engines::Port> servers;
+    for (const auto& ps : job.parameter_servers) servers.push_back(port(server_named(ps).address));
     if (me.level == proto::Level::rack) {
       auto it = std::find(p.racks.begin(), p.racks.end(), name);
       if (it == p.racks.end()) continue;
       const auto rack = static_cast<std::size_t>(it - p.racks.begin());
       for (std::size_t w = 0; w < job.workers.size(); ++w)
-        if (p.rack_of[w] == rack) sj.downstream.push_back(book.id_of(job.workers[w].address));
-      sj.upstream = me.uplink.empty() ? servers
-                                      : std::vector<NodeId>{book.id_of(address_for(me.uplink, job.id))};
+        if (p.rack_of[w] == rack) sj.downstream.push_back(port(job.workers[w].address));
+      sj.upstream = me.uplink.empty()
+                        ? servers
+                        : std::vector<engines::Port>{port(address_for(me.uplink, job.id))};
       sj.fan_in = p.workers_per_rack[rack];
     } else {
       const SwitchSpec* spine = spine_of(job);
       if (spine == nullptr || spine->name != name) continue;
-      for (const auto& rack : p.racks) sj.downstream.push_back(book.id_of(address_for(rack, job.id)));
+      for (const auto& rack : p.racks) sj.downstream.push_back(port(address_for(rack, job.id)));
       sj.upstream = servers;
       sj.fan_in = static_cast<std::uint8_t>(p.racks.size());
     }

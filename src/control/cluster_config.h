@@ -20,7 +20,8 @@ struct SwitchSpec {
   runtime::Endpoint address;
   proto::Level level = proto::Level::rack;
   std::uint32_t aggregators = 1024;
-  std::uint16_t values_per_aggregator = 256;
+  std::uint16_t values_per_aggregator = 256;  // K: values per packet
+  std::uint8_t passes = 1;                    // pipeline passes per packet (K / passes each)
   engines::Policy policy = engines::Policy::atp;
   std::string uplink;  // name of the level-2 switch; empty: straight to the PSs
   // Cores: each thread serves its own UDP port (address port + i), its own share of the pool

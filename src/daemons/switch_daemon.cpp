@@ -2,6 +2,11 @@
 
 namespace atp::daemons {
 
+namespace {
+// What a datagram from an address outside the switch's book arrives on.
+constexpr engines::Port kStrangerPort = 0xFFFF;
+}  // namespace
+
 SwitchDaemon::SwitchDaemon(const control::ClusterConfig& config, const std::string& name)
     : name_(name), address_(config.switch_named(name).address) {
   const unsigned threads = config.switch_named(name).threads;
@@ -41,17 +46,21 @@ void SwitchDaemon::on_readable(Shard& s) {
   for (int batches = 0; batches < 64 && s.socket.receive(s.received) > 0; ++batches) {
     {
       std::lock_guard lock(s.mutex);
+      const Time now = runtime::monotonic_now();
       for (std::size_t i = 0; i < s.received.size(); ++i) {
         auto packet = s.received.packet(i);
-        const NodeId from = s.book.find(s.received.from(i)).value_or(kUnknownNode);
-        const engines::Forwarding f = s.pipeline.process(packet, from);
-        switch (f.action) {
-          case engines::Forwarding::Action::drop: break;
-          case engines::Forwarding::Action::unicast:
-            s.to_send.add(s.book.endpoint(f.to), packet);
+        // A stranger gets a port no job lists, so it may speak for none.
+        const auto from = s.book.find(s.received.from(i));
+        const engines::Port port = from ? engines::port_of_node(*from) : kStrangerPort;
+        const engines::Verdict v = s.pipeline.process(packet, port, now);
+        switch (v.action) {
+          case engines::Verdict::Action::drop: break;
+          case engines::Verdict::Action::port:
+            s.to_send.add(s.book.endpoint(engines::node_of_port(v.port)), packet);
             break;
-          case engines::Forwarding::Action::multicast:
-            for (NodeId member : f.group) s.to_send.add(s.book.endpoint(member), packet);
+          case engines::Verdict::Action::multicast:
+            for (engines::Port member : s.pipeline.multicast_ports(v.group))
+              s.to_send.add(s.book.endpoint(engines::node_of_port(member)), packet);
             break;
         }
       }
@@ -94,35 +103,22 @@ bool SwitchDaemon::remove_job(std::uint32_t job) {
 
 nlohmann::json SwitchDaemon::stats() const {
   nlohmann::json jobs = nlohmann::json::object();
-  std::uint64_t packets = 0, malformed = 0, unknown_job = 0, in_use = 0;
+  engines::SwitchCounters totals;
+  std::uint64_t in_use = 0;
   for (const auto& s : shards_) {
     std::lock_guard lock(s->mutex);
     for (std::uint32_t id : s->pipeline.jobs()) {
-      const auto* c = s->pipeline.job_counters(id);
-      jobs[std::to_string(id)] = {{"aggregated", c->aggregated},
-                                  {"completed", c->completed},
-                                  {"collisions", c->collisions},
-                                  {"flushes", c->flushes},
-                                  {"forwarded_to_ps", c->forwarded_to_ps},
-                                  {"results_sent", c->results_sent},
-                                  {"duplicates", c->duplicates},
-                                  {"stale_reclaimed", c->stale_reclaimed},
-                                  {"fan_in_mismatch", c->fan_in_mismatch},
-                                  {"forged", c->forged}};
+      nlohmann::json& job = jobs[std::to_string(id)];
+      engines::for_each_field(*s->pipeline.job_counters(id),
+                              [&](const char* name, std::uint64_t v) { job[name] = v; });
     }
-    const auto& c = s->pipeline.counters();
-    packets += c.packets;
-    malformed += c.malformed;
-    unknown_job += c.unknown_job;
-    in_use += s->pipeline.pool().in_use();
+    engines::add_counters(totals, s->pipeline.counters());
+    in_use += s->pipeline.registers().in_use();
   }
-  return {{"switch", name_},
-          {"threads", shards_.size()},
-          {"packets", packets},
-          {"malformed", malformed},
-          {"unknown_job", unknown_job},
-          {"aggregators_in_use", in_use},
-          {"jobs", jobs}};
+  nlohmann::json out = {{"switch", name_}, {"threads", shards_.size()},
+                        {"aggregators_in_use", in_use}, {"jobs", jobs}};
+  engines::for_each_field(totals, [&](const char* name, std::uint64_t v) { out[name] = v; });
+  return out;
 }
 
 }  // namespace atp::daemons

@@ -47,8 +47,9 @@ struct Header {
   Level next_level = Level::rack;
   std::uint8_t ps_index = 0;
   std::uint32_t job = 0;
-  // The allreduce call this fragment belongs to (per job, counting up). With `seq` it names the
-  // fragment uniquely, also after `seq` wraps.
+  // The job's run (high 16 bits) and the allreduce call this fragment belongs to (low 16 bits,
+  // counting up). Neither this nor `seq` is unique for ever: protocol.md §7 says what names a
+  // fragment at the switch (job, run, seq, plus a claim clock) and at the PS.
   std::uint32_t tensor = 0;
   // Job-wide fragment sequence number; slot = seq mod window.
   std::uint32_t seq = 0;

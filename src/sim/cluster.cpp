@@ -24,19 +24,6 @@ void add(engines::WorkerStats& a, const engines::WorkerStats& b) {
   a.forged += b.forged;
 }
 
-void add(engines::SwitchJobCounters& a, const engines::SwitchJobCounters& b) {
-  a.aggregated += b.aggregated;
-  a.completed += b.completed;
-  a.collisions += b.collisions;
-  a.flushes += b.flushes;
-  a.forwarded_to_ps += b.forwarded_to_ps;
-  a.results_sent += b.results_sent;
-  a.duplicates += b.duplicates;
-  a.stale_reclaimed += b.stale_reclaimed;
-  a.fan_in_mismatch += b.fan_in_mismatch;
-  a.forged += b.forged;
-}
-
 void add(engines::PsJobCounters& a, const engines::PsJobCounters& b) {
   a.contributions += b.contributions;
   a.duplicates += b.duplicates;
@@ -53,6 +40,12 @@ void add(engines::PsJobCounters& a, const engines::PsJobCounters& b) {
   a.forged += b.forged;
   a.joins += b.joins;
   a.runs_started += b.runs_started;
+}
+
+std::vector<engines::Port> ports_of(const std::vector<NodeId>& nodes) {
+  std::vector<engines::Port> ports;
+  for (NodeId n : nodes) ports.push_back(engines::port_of_node(n));
+  return ports;
 }
 
 void validate(const ClusterSpec& spec) {
@@ -179,11 +172,12 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
         all_workers.emplace_back(id, raw);
       }
       rack_switch->pipeline().add_job(engines::SwitchJob{
-          j, members, {spine_id}, job.window, j * slice, slice, used_counts[jr], token});
+          j, ports_of(members), {engines::port_of_node(spine_id)}, job.window, j * slice, slice,
+          used_counts[jr], token, engines::multicast_group_of_job(j)});
     }
     spine->pipeline().add_job(engines::SwitchJob{
-        j, rack_switches_of_job, server_ids, job.window, j * slice, slice,
-        static_cast<std::uint8_t>(used_racks.size()), token});
+        j, ports_of(rack_switches_of_job), ports_of(server_ids), job.window, j * slice, slice,
+        static_cast<std::uint8_t>(used_racks.size()), token, engines::multicast_group_of_job(j)});
     for (unsigned p = 0; p < job_servers.size(); ++p)
       job_servers[p].second->ps().add_job(engines::PsJob{j, used_counts, job.window,
                                                      job.values_per_packet, spine_id,
@@ -200,6 +194,8 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
   report.trace_hash = sim.trace_hash();
   report.end_time = sim.now();
   report.links = sim.link_totals();
+  for (const auto& [id, s] : rack_switches) engines::add_counters(report.switches, s->pipeline().counters());
+  engines::add_counters(report.switches, spine->pipeline().counters());
   for (std::uint32_t j = 0; j < jobs; ++j) {
     const JobSpec& spec_j = spec.jobs[j];
     JobReport r;
@@ -218,8 +214,8 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
     }
     r.communication_time = communication / static_cast<Duration>(workers[j].size());
     for (const auto& [id, s] : rack_switches)
-      if (const auto* c = s->pipeline().job_counters(j)) add(r.switches, *c);
-    if (const auto* c = spine->pipeline().job_counters(j)) add(r.switches, *c);
+      if (const auto* c = s->pipeline().job_counters(j)) engines::add_counters(r.switches, *c);
+    if (const auto* c = spine->pipeline().job_counters(j)) engines::add_counters(r.switches, *c);
     for (const auto& [id, s] : servers)
       if (const auto* c = s->ps().job_counters(j)) add(r.ps, *c);
     r.results_checked = verifiers[j]->checked();

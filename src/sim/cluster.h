@@ -58,6 +58,7 @@ struct ClusterReport {
   std::uint64_t trace_hash = 0;
   Time end_time = 0;
   LinkCounters links;
+  engines::SwitchCounters switches;  // summed over every switch
   bool all_exact() const;
 };
 

@@ -5,14 +5,23 @@
 namespace atp::sim {
 
 void SwitchNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {
-  const engines::Forwarding f = pipeline_.process(bytes, from);
-  switch (f.action) {
-    case engines::Forwarding::Action::drop: return;
-    case engines::Forwarding::Action::unicast: sim.send(id_, f.to, bytes); return;
-    case engines::Forwarding::Action::multicast:
-      for (NodeId member : f.group) sim.send(id_, member, bytes);
+  const engines::Verdict v = pipeline_.ingress(bytes, engines::port_of_node(from), sim.now());
+  switch (v.action) {
+    case engines::Verdict::Action::drop: return;
+    case engines::Verdict::Action::port: send_copy(sim, v.port, bytes); return;
+    case engines::Verdict::Action::multicast:
+      for (engines::Port member : pipeline_.multicast_ports(v.group)) send_copy(sim, member, bytes);
       return;
   }
+}
+
+// Egress: each copy is marked by the queue of the link it leaves on.
+void SwitchNode::send_copy(Simulator& sim, engines::Port port, std::span<const std::uint8_t> bytes) {
+  const NodeId to = engines::node_of_port(port);
+  if (!sim.queue_above_ecn(id_, to)) return sim.send(id_, to, bytes);
+  copy_.assign(bytes.begin(), bytes.end());
+  pipeline_.egress(copy_, true);
+  sim.send(id_, to, copy_);
 }
 
 void PsNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {

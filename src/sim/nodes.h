@@ -23,7 +23,10 @@ class SwitchNode : public Node {
   void set_id(NodeId id) { id_ = id; }
 
  private:
+  void send_copy(Simulator& sim, engines::Port port, std::span<const std::uint8_t> bytes);
+
   engines::SwitchPipeline pipeline_;
+  std::vector<std::uint8_t> copy_;
   NodeId id_ = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <stdexcept>
 
 #include "sim/rng.h"
@@ -37,7 +38,15 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     bad("--parameter-servers must be 1..255");
   for (double p : {s.loss, s.reorder, s.duplicate, s.overflow_fraction})
     if (!(p >= 0 && p < 1)) bad("probabilities (--loss, --reorder, --duplicate) must be in [0, 1)");
-  if (!(s.link_gbps > 0)) bad("--link-gbps must be positive");
+  // Written so that NaN fails too: a NaN compares false with everything.
+  auto finite_in = [&](double v, double low, double high, const std::string& what) {
+    if (!(std::isfinite(v) && v >= low && v <= high)) bad(what);
+  };
+  finite_in(s.link_gbps, 1e-6, 1e6, "--link-gbps must be a finite rate in (0, 1e6]");
+  finite_in(s.delay_us, 0, 1e9, "--delay-us must be finite and 0 or more");
+  finite_in(s.compute_us, 0, 1e12, "--compute-us must be finite and 0 or more");
+  finite_in(s.min_rto_us, 0, 1e9, "--min-rto-us must be finite and 0 or more");
+  finite_in(s.time_limit_s, 1e-6, 1e7, "--time-limit-s must be finite and positive");
 
   ClusterSpec spec;
   if (!engines::parse_policy(s.policy, spec.policy)) bad("--policy must be atp, static or none");

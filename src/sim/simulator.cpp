@@ -62,7 +62,6 @@ void Simulator::send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes
   }
 
   // Serialization on a FIFO link: the queue is the time the link stays busy.
-  bool mark_ecn = false;
   const double bytes_per_ns = spec.gbps / 8;
   const Time start = std::max(now_, link.busy_until);
   if (spec.gbps > 0) {
@@ -71,7 +70,6 @@ void Simulator::send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes
       ++link.counters.tail_dropped;
       return;
     }
-    mark_ecn = queued > spec.ecn_bytes && bytes.size() >= proto::kHeaderBytes;
     link.busy_until = start + static_cast<Time>(static_cast<double>(bytes.size()) / bytes_per_ns);
   }
   Time arrive = link.busy_until > now_ ? link.busy_until + spec.delay : now_ + spec.delay;
@@ -80,10 +78,6 @@ void Simulator::send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes
     ++link.counters.reordered;
   }
   const std::uint32_t packet = store(bytes);
-  if (mark_ecn) {
-    packets_[packet][1] |= proto::flag::kEcn;  // the flags byte of the ATP header
-    ++link.counters.ecn_marked;
-  }
   if (rng_.chance(spec.duplicate)) {
     ++link.counters.duplicated;
     const Time later = arrive + 1 + static_cast<Time>(rng_.below(
@@ -91,6 +85,15 @@ void Simulator::send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes
     schedule(later, to, from, store(packets_[packet]));
   }
   schedule(arrive, to, from, packet);
+}
+
+bool Simulator::queue_above_ecn(NodeId from, NodeId to) const {
+  auto it = links_.find(key(from, to));
+  if (it == links_.end() || it->second.spec.gbps <= 0) return false;
+  const Link& link = it->second;
+  const double bytes_per_ns = link.spec.gbps / 8;
+  const auto queued = static_cast<double>(std::max<Time>(0, link.busy_until - now_)) * bytes_per_ns;
+  return queued > static_cast<double>(link.spec.ecn_bytes);
 }
 
 void Simulator::arm_timer(NodeId node, Time at) {
@@ -162,7 +165,6 @@ LinkCounters Simulator::link_totals() const {
     t.tail_dropped += link.counters.tail_dropped;
     t.duplicated += link.counters.duplicated;
     t.reordered += link.counters.reordered;
-    t.ecn_marked += link.counters.ecn_marked;
     t.filtered += link.counters.filtered;
   }
   return t;

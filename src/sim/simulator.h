@@ -1,7 +1,7 @@
 #pragma once
 // A deterministic discrete-event network simulator. Nodes exchange byte buffers over
-// directed links with a rate, a propagation delay, a drop-tail queue that marks ECN above a
-// threshold, and random loss, reordering and duplication, all drawn from one seeded generator.
+// directed links with a rate, a propagation delay, a drop-tail queue whose depth a switch reads
+// to mark ECN at egress, and random loss, reordering and duplication, all drawn from one seeded generator.
 // Events at the same time run in the order they were scheduled, so a seed fixes the whole run;
 // trace_hash() fingerprints it.
 #include <cstdint>
@@ -20,7 +20,7 @@ struct LinkSpec {
   double gbps = 100;                     // 0: infinitely fast
   Duration delay = 1 * kMicrosecond;     // propagation
   std::size_t queue_bytes = 4 << 20;     // drop-tail limit
-  std::size_t ecn_bytes = 256 << 10;     // mark ECN when the queue is above this
+  std::size_t ecn_bytes = 256 << 10;     // a switch marks ECN when the queue is above this
   double loss = 0;                       // probability per packet
   double duplicate = 0;
   double reorder = 0;                    // probability a packet is held back ...
@@ -39,7 +39,7 @@ class Node {
 
 struct LinkCounters {
   std::uint64_t sent = 0, lost = 0, tail_dropped = 0, duplicated = 0, reordered = 0,
-                ecn_marked = 0, filtered = 0;
+                filtered = 0;
 };
 
 class Simulator {
@@ -57,6 +57,9 @@ class Simulator {
   // Asks for node.timer() at `at`; a later call for the same node replaces the earlier one.
   // (A replaced timer may still call node.timer() once early, which nodes must tolerate.)
   void arm_timer(NodeId node, Time at);
+  // Whether the queue of the link from `from` to `to` is above its ECN threshold now: what a
+  // switch's egress reads as queue depth.
+  bool queue_above_ecn(NodeId from, NodeId to) const;
   void set_drop_filter(DropFilter filter) { drop_filter_ = std::move(filter); }
 
   // Runs one event; false when none is left.

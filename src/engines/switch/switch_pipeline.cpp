@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 #include <stdexcept>
-
-#include "proto/byte_order.h"
 
 namespace atp::engines {
 
@@ -28,84 +27,104 @@ bool parse_policy(const std::string& text, Policy& out) {
   return true;
 }
 
-struct SwitchPipeline::Context {
+Port port_of_node(NodeId node) {
+  if (node >= 0xFFFF) throw std::out_of_range("node " + std::to_string(node) + " has no port number");
+  return static_cast<Port>(node);
+}
+
+NodeId node_of_port(Port port) { return port; }
+
+std::string to_string(const Verdict& v) {
+  switch (v.action) {
+    case Verdict::Action::drop: return "drop";
+    case Verdict::Action::port: return "port " + std::to_string(v.port);
+    case Verdict::Action::multicast: return "multicast group " + std::to_string(v.group);
+  }
+  return "unknown";
+}
+
+// One packet's metadata: the header fields the parser extracted and what each stage returned.
+struct SwitchPipeline::Metadata {
   std::span<std::uint8_t> packet;
   proto::Header h;
   JobEntry* job = nullptr;
+  bool has_index = false;
   std::uint32_t index = 0;
-  bool has_aggregator = false;
+  std::uint32_t bit = 0;        // the fragment's contributor bit at this level
+  bool fan_in_mismatch = false;
+  OwnerOutcome owner = OwnerOutcome::other;
+  bool expired = false;         // the join restarted an aggregator claimed too long ago
+  bool duplicate = false;
+  std::uint32_t bitmap_after = 0;
+  std::uint8_t count_after = 0;
+  bool ecn_after = false;
+  bool wrapped_after = false;
+  std::uint32_t out_racks = 0, out_workers = 0;  // a flush's contributors
 
-  std::uint8_t* values() { return packet.data() + proto::kHeaderBytes; }
-  AggregatorOwner owner() const { return {h.job, h.tensor, h.seq}; }
+  std::span<std::uint8_t> values() { return proto::payload(packet); }
+  OwnerTag tag() const { return OwnerTag::of(h.job, proto::run_of(h.tensor), h.seq); }
+};
+
+// What the classifier sends where.
+enum class SwitchPipeline::PacketClass : std::uint8_t {
+  join, answer, result, pass, collide, flush, aggregate
 };
 
 namespace {
 
-// The ALU work of one pass: registers += packet values. Returns true if any addition left
-// int32 (the result is then flagged as wrapped, never trusted).
-bool add_packet_into_registers(std::int32_t* regs, const std::uint8_t* values, std::size_t n) {
-  bool overflow = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::int32_t sum;
-    overflow |= __builtin_add_overflow(regs[i], proto::load_be_i32(values + 4 * i), &sum);
-    regs[i] = sum;
-  }
-  return overflow;
-}
+// The contributor-index table: P4 matches the bitmap exactly against its 32 one-bit values.
+bool single_contributor(std::uint32_t bitmap) { return std::has_single_bit(bitmap); }
 
-bool add_registers_into_packet(std::uint8_t* values, const std::int32_t* regs, std::size_t n) {
-  bool overflow = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::int32_t sum;
-    overflow |= __builtin_add_overflow(regs[i], proto::load_be_i32(values + 4 * i), &sum);
-    proto::store_be_i32(values + 4 * i, sum);
-  }
-  return overflow;
-}
+// The claim clock: the 32 bits of a 48-bit nanosecond timestamp above bit 16.
+std::uint32_t clock_units(Duration d) { return static_cast<std::uint32_t>(d >> 16); }
 
-void copy_packet_to_registers(std::int32_t* regs, const std::uint8_t* values, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) regs[i] = proto::load_be_i32(values + 4 * i);
-}
-
-void copy_registers_to_packet(std::uint8_t* values, const std::int32_t* regs, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) proto::store_be_i32(values + 4 * i, regs[i]);
-}
-
-Forwarding drop() { return {}; }
+Verdict to_port(Port p) { return {Verdict::Action::port, p, 0}; }
 
 }  // namespace
 
 SwitchPipeline::SwitchPipeline(SwitchConfig config)
-    : config_(config), pool_(config.pool_size, config.values_per_aggregator) {
+    : config_(config), registers_(config.pool_size, config.values_per_pass, config.passes) {
   if (config.level != Level::rack && config.level != Level::spine)
     throw std::invalid_argument("switch level must be 1 (rack) or 2 (spine)");
-  if (config.values_per_aggregator == 0 || config.values_per_aggregator > proto::kMaxValues)
-    throw std::invalid_argument("values per aggregator must be 1.." +
+  if (config.values_per_pass == 0 || config.passes == 0 ||
+      config.values_per_packet() > proto::kMaxValues)
+    throw std::invalid_argument("values per pass x passes must be 1.." +
                                 std::to_string(proto::kMaxValues));
   if (config.pool_size == 0 && config.policy != Policy::none)
     throw std::invalid_argument("aggregator pool must not be empty unless the policy is none");
+  if (config.stale_after < (Duration{1} << 16) || config.stale_after > 3600 * kSecond)
+    throw std::invalid_argument("stale_after must be 66 us .. 1 h");
 }
 
 void SwitchPipeline::add_job(SwitchJob job) {
+  const std::string name = "job " + std::to_string(job.job);
+  if (job.job > kMaxSwitchJobId)
+    throw std::invalid_argument(name + ": switch job ids are 0.." + std::to_string(kMaxSwitchJobId));
   if (job.window == 0 || !std::has_single_bit(job.window) || job.window > (1u << 20))
-    throw std::invalid_argument("job " + std::to_string(job.job) +
-                                ": window must be a power of two up to 2^20");
-  if (job.upstream.empty())
-    throw std::invalid_argument("job " + std::to_string(job.job) + ": no upstream hop");
+    throw std::invalid_argument(name + ": window must be a power of two up to 2^20");
+  if (job.upstream.empty()) throw std::invalid_argument(name + ": no upstream port");
   if (job.fan_in == 0 || job.fan_in > proto::kMaxFanIn)
-    throw std::invalid_argument("job " + std::to_string(job.job) + ": fan-in must be 1..32");
-  if (std::uint64_t{job.static_first} + job.static_count > pool_.size())
-    throw std::invalid_argument("job " + std::to_string(job.job) +
-                                ": static slice exceeds the aggregator pool");
+    throw std::invalid_argument(name + ": fan-in must be 1..32");
+  if (std::uint64_t{job.static_first} + job.static_count > registers_.size())
+    throw std::invalid_argument(name + ": static slice exceeds the aggregator pool");
+  if (job.multicast_group == 0) throw std::invalid_argument(name + ": no multicast group");
+  for (const auto& [id, entry] : jobs_)
+    if (id != job.job && entry.config.multicast_group == job.multicast_group)
+      throw std::invalid_argument(name + ": multicast group " +
+                                  std::to_string(job.multicast_group) + " belongs to job " +
+                                  std::to_string(id));
   remove_job(job.job);
   const std::uint32_t id = job.job;
+  groups_[job.multicast_group] = job.downstream;
   jobs_[id] = JobEntry{std::move(job), {}};
 }
 
 bool SwitchPipeline::remove_job(std::uint32_t job) {
-  if (jobs_.erase(job) == 0) return false;
-  for (std::uint32_t i = 0; i < pool_.size(); ++i)
-    if (pool_.state(i).valid && pool_.state(i).owner.job == job) pool_.free(i);
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return false;
+  groups_.erase(it->second.config.multicast_group);
+  jobs_.erase(it);
+  registers_.free_job(job);
   return true;
 }
 
@@ -115,241 +134,275 @@ std::vector<std::uint32_t> SwitchPipeline::jobs() const {
   return ids;
 }
 
+std::span<const Port> SwitchPipeline::multicast_ports(MulticastGroupId group) const {
+  auto it = groups_.find(group);
+  return it == groups_.end() ? std::span<const Port>{} : std::span<const Port>{it->second};
+}
+
 const SwitchJobCounters* SwitchPipeline::job_counters(std::uint32_t job) const {
   auto it = jobs_.find(job);
   return it == jobs_.end() ? nullptr : &it->second.counters;
 }
 
-Forwarding SwitchPipeline::process(std::span<std::uint8_t> packet, std::optional<NodeId> from,
-                                   bool congested) {
-  ++counters_.packets;
-  Context c{packet, {}, nullptr, 0, false};
-  if (proto::decode(packet, c.h) != proto::DecodeError::ok) {
-    ++counters_.malformed;
-    return drop();
-  }
-  auto it = jobs_.find(c.h.job);
-  if (it == jobs_.end()) {
-    ++counters_.unknown_job;
-    return drop();
-  }
-  c.job = &it->second;
-  const SwitchJob& job = c.job->config;
-  if (!authentic(job, c.h, from)) {
-    ++c.job->counters.forged;  // before anything is touched: no forgery frees or pollutes
-    return drop();
-  }
-  if (job.upstream.size() != 1 && c.h.ps_index >= job.upstream.size()) {
-    ++counters_.malformed;  // no route: refuse before touching any aggregator
-    return drop();
-  }
-  // The start-up handshake passes every level untouched: up to PS 0, down to the asker.
-  if (c.h.kind == proto::Kind::join) return forward_up(c);
-  if (c.h.kind == proto::Kind::joined) return toward_asker(c);
-  if (congested) c.h.set(flag::kEcn);
-  c.has_aggregator = pick_aggregator(c);
+Verdict SwitchPipeline::process(std::span<std::uint8_t> packet, Port ingress_port, Time now,
+                                bool congested) {
+  const Verdict v = ingress(packet, ingress_port, now);
+  if (v.action != Verdict::Action::drop) egress(packet, congested);
+  return v;
+}
 
-  if (c.h.is_downward()) return handle_downward(c);
+Verdict SwitchPipeline::ingress(std::span<std::uint8_t> packet, Port ingress_port, Time now) {
+  Metadata m;
+  m.packet = packet;
+  const NextStep step = decide(m, ingress_port, now);
+  count(step, m);
+  return apply(step, m);
+}
+
+NextStep SwitchPipeline::decide(Metadata& m, Port ingress_port, Time now) {
+  if (auto refused = parse_and_check(m, ingress_port)) return *refused;
+  switch (classify(m)) {
+    case PacketClass::join: return NextStep::join_up;
+    case PacketClass::answer: return NextStep::answer_down;
+    case PacketClass::result: free_on_result(m); return NextStep::multicast_down;
+    case PacketClass::pass: return NextStep::pass_up;
+    case PacketClass::collide: return NextStep::collide_up;
+    case PacketClass::flush: return flush(m);
+    case PacketClass::aggregate: return aggregate(m, now);
+  }
+  return NextStep::drop_malformed;
+}
+
+// Parser, job table and the tenant checks: a refusal here touches no register.
+std::optional<NextStep> SwitchPipeline::parse_and_check(Metadata& m, Port ingress_port) {
+  if (proto::decode(m.packet, m.h) != proto::DecodeError::ok) return NextStep::drop_malformed;
+  auto it = jobs_.find(m.h.job);
+  if (it == jobs_.end()) return NextStep::drop_unknown_job;
+  m.job = &it->second;
+  const SwitchJob& job = m.job->config;
+  // A job's packets carry its token and travel between its own members: upward from the
+  // ports below, downward from the ports toward the PS.
+  const auto& allowed = m.h.is_downward() ? job.upstream : job.downstream;
+  if (m.h.token != job.token ||
+      std::find(allowed.begin(), allowed.end(), ingress_port) == allowed.end())
+    return NextStep::drop_forged;
+  if (job.upstream.size() != 1 && m.h.ps_index >= job.upstream.size())
+    return NextStep::drop_malformed;
+  // A run-handshake answer names one member: level 2 its rack, level 1 its bit (downstream
+  // lists are in rack order and in rank-in-rack order).
+  if (m.h.kind == proto::Kind::joined &&
+      (config_.level == Level::rack ? std::countr_zero(m.h.workers_bitmap) : m.h.rack) >=
+          static_cast<int>(job.downstream.size()))
+    return NextStep::drop_malformed;
+  return std::nullopt;
+}
+
+// Which path the packet takes, from the header and the job entry alone (a P4 table on the
+// packet's flags, level and shape).
+SwitchPipeline::PacketClass SwitchPipeline::classify(Metadata& m) const {
+  const proto::Header& h = m.h;
+  if (h.kind == proto::Kind::join) return PacketClass::join;
+  if (h.kind == proto::Kind::joined) return PacketClass::answer;
+  m.has_index = aggregator_index(m);
+  if (h.is_downward()) return PacketClass::result;
   // Not ours to aggregate: another level's packet, floats, or no aggregation at all.
-  if (c.h.next_level != config_.level || c.h.has(flag::kOverflow) ||
-      config_.policy == Policy::none)
-    return forward_up(c);
-  if (!c.has_aggregator) {
-    // Static policy and the job has no slice here: the PS does all the work.
-    if (!c.h.has(flag::kResend)) {
-      ++c.job->counters.collisions;
-      c.h.set(flag::kCollision);
-    }
-    return forward_up(c);
+  if (h.next_level != config_.level || h.has(flag::kOverflow) || config_.policy == Policy::none)
+    return PacketClass::pass;
+  // Static policy and the job has no slice here: the PS does all the work.
+  if (!m.has_index) return h.has(flag::kResend) ? PacketClass::pass : PacketClass::collide;
+  const bool rack_level = config_.level == Level::rack;
+  const std::uint8_t claimed = rack_level ? h.rack_fan_in : h.job_fan_in;
+  if (claimed != m.job->config.fan_in) {
+    m.fan_in_mismatch = true;
+    return PacketClass::pass;
   }
-  if (!fan_in_agrees(c)) return forward_up(c);
-  if (c.h.has(flag::kResend)) return handle_resend(c);
-  if (!aggregatable(c)) return forward_up(c);
-  return handle_fragment(c);
+  if (h.has(flag::kResend)) {
+    // Level 1 hears single workers; level 2 whole racks or one rack's part, never both.
+    const bool shaped = rack_level ? h.racks_bitmap == 0 && single_contributor(h.workers_bitmap)
+                                   : h.racks_bitmap == 0 || h.workers_bitmap == 0;
+    return shaped ? PacketClass::flush : PacketClass::pass;
+  }
+  // Level 1 adds single workers' fragments; level 2 whole racks' sums. Anything else (a
+  // collided fragment, a partial flush) passes level 2 untouched for the PS to finish.
+  if (h.value_count > config_.values_per_packet()) return PacketClass::pass;
+  const std::uint32_t own = rack_level ? h.workers_bitmap : h.racks_bitmap;
+  const std::uint32_t other = rack_level ? h.racks_bitmap : h.workers_bitmap;
+  if (other != 0 || !single_contributor(own)) return PacketClass::pass;
+  m.bit = own;
+  return PacketClass::aggregate;
 }
 
-// A job's packets carry its token and travel between its own members: upward from the workers
-// (or rack switches) below, downward from the next hop up (the level-2 switch or its PSs).
-bool SwitchPipeline::authentic(const SwitchJob& job, const proto::Header& h,
-                               std::optional<NodeId> from) {
-  if (h.token != job.token) return false;
-  if (!from) return true;
-  const auto& allowed = h.is_downward() ? job.upstream : job.downstream;
-  return std::find(allowed.begin(), allowed.end(), *from) != allowed.end();
-}
-
-bool SwitchPipeline::pick_aggregator(Context& c) const {
+bool SwitchPipeline::aggregator_index(Metadata& m) const {
   switch (config_.policy) {
     case Policy::none: return false;
-    case Policy::atp: c.index = c.h.aggregator % pool_.size(); return true;
+    case Policy::atp: m.index = m.h.aggregator % registers_.size(); return true;
     case Policy::static_partition: {
-      const SwitchJob& job = c.job->config;
+      const SwitchJob& job = m.job->config;
       if (job.static_count == 0) return false;
       // SwitchML-style: slots map onto the slice in order, so a window no larger than the
       // slice never collides with itself.
-      c.index = job.static_first + c.h.seq % job.static_count;
+      m.index = job.static_first + m.h.seq % job.static_count;
       return true;
     }
   }
   return false;
 }
 
-// Level 1 adds single workers' fragments; level 2 adds whole racks' sums. Anything else (a
-// collided fragment, a partial flush) passes level 2 untouched for the PS to finish.
-bool SwitchPipeline::aggregatable(const Context& c) const {
-  if (c.h.value_count > pool_.width()) return false;
-  if (config_.level == Level::rack)
-    return c.h.racks_bitmap == 0 && std::popcount(c.h.workers_bitmap) == 1;
-  return c.h.workers_bitmap == 0 && std::popcount(c.h.racks_bitmap) == 1;
+// A fragment of this level: claim or join the aggregator, one register stage after another.
+NextStep SwitchPipeline::aggregate(Metadata& m, Time now) {
+  const std::uint32_t i = m.index;
+  m.owner = registers_.owner_claim_or_match(i, m.tag(), m.job->config.window);
+  if (m.owner == OwnerOutcome::other) return NextStep::collide_up;
+  bool claiming = m.owner != OwnerOutcome::same;
+  m.expired = registers_.claimed_at_expired(i, claiming, clock_units(now),
+                                            clock_units(config_.stale_after));
+  claiming |= m.expired;
+  if (!registers_.value_count_matches(i, claiming, m.h.value_count)) return NextStep::collide_up;
+
+  const std::uint32_t before = registers_.bitmap_before(i, claiming ? Update::start : Update::add,
+                                                        m.bit);
+  m.duplicate = (before & m.bit) != 0;
+  m.bitmap_after = before | m.bit;
+  const Update u = claiming ? Update::start : m.duplicate ? Update::read : Update::add;
+  m.count_after = registers_.count_after(i, u);
+  m.ecn_after = registers_.ecn_after(i, u, m.h.has(flag::kEcn));
+  const bool overflow = values_stages(m, u, /*into_packet=*/false);
+  m.wrapped_after = registers_.wrapped_after(i, u, m.h.has(flag::kWrapped) || overflow);
+
+  const bool complete = m.count_after >= m.job->config.fan_in;
+  // A duplicate of a complete sum: the sum may have been lost on its way up, send it again.
+  if (m.duplicate) return complete ? NextStep::emit_sum : NextStep::drop_duplicate;
+  return complete ? NextStep::emit_sum : NextStep::absorb;
 }
 
-bool SwitchPipeline::fan_in_agrees(Context& c) const {
-  const std::uint8_t installed = c.job->config.fan_in;
-  const std::uint8_t claimed = config_.level == Level::rack ? c.h.rack_fan_in : c.h.job_fan_in;
-  if (installed == claimed) return true;
-  ++c.job->counters.fan_in_mismatch;
-  return false;
-}
-
-Forwarding SwitchPipeline::handle_fragment(Context& c) {
-  AggregatorState& a = pool_.state(c.index);
-  std::int32_t* regs = pool_.values(c.index);
-  const std::size_t n = c.h.value_count;
+// A resend at this level: free the aggregator it names and carry its partial sum up, with
+// the resent contribution added if the aggregator does not hold it yet.
+NextStep SwitchPipeline::flush(Metadata& m) {
+  const std::uint32_t i = m.index;
+  if (!registers_.owner_match_and_free(i, m.tag())) return NextStep::pass_up;
+  // A size disagreement with the same tag comes only from a broken sender: the partial sum
+  // is dropped (the aggregator is free already) and the resend goes on as it is.
+  if (!registers_.value_count_matches(i, false, m.h.value_count)) return NextStep::pass_up;
   const bool rack_level = config_.level == Level::rack;
-  const std::uint32_t bit = rack_level ? c.h.workers_bitmap : c.h.racks_bitmap;
-  const unsigned fan_in = rack_level ? c.h.rack_fan_in : c.h.job_fan_in;
-  SwitchJobCounters& counters = c.job->counters;
+  const std::uint32_t before = registers_.bitmap_before(i, Update::read, 0);
+  // The resent contributor as the aggregator's bitmap names it: a worker (level 1), a rack
+  // (level 2), or for part of a rack at level 2, that rack.
+  const std::uint32_t named = rack_level                ? m.h.workers_bitmap
+                              : m.h.workers_bitmap == 0 ? m.h.racks_bitmap
+                                                        : 1u << m.h.rack;
+  const bool absent = (before & named) == 0;
+  const std::uint8_t count = registers_.count_after(i, Update::read);
+  m.ecn_after = registers_.ecn_after(i, Update::read, false) || m.h.has(flag::kEcn);
+  const bool overflow = values_stages(m, Update::read, /*into_packet=*/absent);
+  m.wrapped_after = registers_.wrapped_after(i, Update::read, false) ||
+                    (absent && (m.h.has(flag::kWrapped) || overflow));
 
-  // Held by this job for a seq a window back (which proves it finished), or by another run.
-  const bool stale =
-      a.valid && a.owner.job == c.h.job &&
-      (seq_distance(c.h.seq, a.owner.seq) >= static_cast<std::int32_t>(c.job->config.window) ||
-       proto::run_of(c.h.tensor) != proto::run_of(a.owner.tensor));
-  if (!a.valid || stale) {
-    if (stale) ++counters.stale_reclaimed;
-    a = AggregatorState{};
-    a.valid = true;
-    a.owner = c.owner();
-    a.value_count = c.h.value_count;
-    copy_packet_to_registers(regs, c.values(), n);
-  } else if (a.owner != c.owner() || a.value_count != c.h.value_count) {
-    ++counters.collisions;
-    c.h.set(flag::kCollision);
-    return forward_up(c);
-  } else if ((a.bitmap & bit) != 0) {
-    ++counters.duplicates;
-    // The sum may have been lost on its way up: send it again. A partial sum already holds
-    // this contribution, so the copy adds nothing.
-    return a.complete ? emit_sum(c, rack_level ? (1u << c.h.rack) : a.bitmap, 0) : drop();
-  } else {
-    a.wrapped |= add_packet_into_registers(regs, c.values(), n);
-  }
-  a.wrapped |= c.h.has(flag::kWrapped);
-  a.ecn |= c.h.has(flag::kEcn);
-  a.bitmap |= bit;
-  ++a.count;
-  ++counters.aggregated;
-  if (a.count < fan_in) return drop();
-
-  a.complete = true;
-  ++counters.completed;
-  return emit_sum(c, rack_level ? (1u << c.h.rack) : a.bitmap, 0);
-}
-
-Forwarding SwitchPipeline::emit_sum(Context& c, std::uint32_t racks, std::uint32_t workers) {
-  const AggregatorState& a = pool_.state(c.index);
-  copy_registers_to_packet(c.values(), pool_.values(c.index), c.h.value_count);
-  c.h.racks_bitmap = racks;
-  c.h.workers_bitmap = workers;
-  c.h.set(flag::kEcn, a.ecn || c.h.has(flag::kEcn));
-  c.h.set(flag::kWrapped, a.wrapped);
-  c.h.set(flag::kCollision, false);
-  c.h.next_level = level_after_me(c.h);
-  return route_up(c);
-}
-
-Forwarding SwitchPipeline::handle_resend(Context& c) {
-  AggregatorState& a = pool_.state(c.index);
-  if (!a.valid || a.owner != c.owner() || a.value_count != c.h.value_count) return forward_up(c);
-  const bool rack_level = config_.level == Level::rack;
-  // Level 1 hears single workers; level 2 whole racks or one rack's part, never both at once.
-  if (rack_level ? c.h.racks_bitmap != 0 || std::popcount(c.h.workers_bitmap) != 1
-                 : c.h.racks_bitmap != 0 && c.h.workers_bitmap != 0)
-    return forward_up(c);
-
-  // What the flushed packet carries: the aggregator's contributors, plus the resent ones if
-  // the aggregator does not hold them yet.
-  std::uint32_t racks = 0, workers = 0;
-  bool absent = false;
   if (rack_level) {
-    absent = (a.bitmap & c.h.workers_bitmap) == 0;
-    const std::uint32_t all = a.bitmap | (absent ? c.h.workers_bitmap : 0);
-    const bool rack_complete = std::popcount(all) == c.h.rack_fan_in;
-    racks = rack_complete ? (1u << c.h.rack) : 0;
-    workers = rack_complete ? 0 : all;
-  } else if (c.h.workers_bitmap == 0) {
-    absent = (a.bitmap & c.h.racks_bitmap) == 0;
-    racks = a.bitmap | (absent ? c.h.racks_bitmap : 0);
+    const std::uint32_t all = before | (absent ? named : 0);
+    const bool rack_complete = count + (absent ? 1 : 0) == m.job->config.fan_in;
+    m.out_racks = rack_complete ? 1u << m.h.rack : 0;
+    m.out_workers = rack_complete ? 0 : all;
+  } else if (m.h.workers_bitmap == 0) {
+    m.out_racks = before | (absent ? named : 0);
   } else {
     // Part of one rack: worth adding only if that rack's full sum is not here already.
-    absent = (a.bitmap & (1u << c.h.rack)) == 0;
-    racks = a.bitmap;
-    workers = absent ? c.h.workers_bitmap : 0;
+    m.out_racks = before;
+    m.out_workers = absent ? m.h.workers_bitmap : 0;
   }
-
-  bool wrapped = a.wrapped;
-  if (absent) {
-    wrapped |= c.h.has(flag::kWrapped);
-    wrapped |= add_registers_into_packet(c.values(), pool_.values(c.index), c.h.value_count);
-  } else {
-    copy_registers_to_packet(c.values(), pool_.values(c.index), c.h.value_count);
-  }
-  c.h.set(flag::kWrapped, wrapped);
-  c.h.set(flag::kEcn, a.ecn || c.h.has(flag::kEcn));
-  c.h.set(flag::kCollision, false);
-  c.h.racks_bitmap = racks;
-  c.h.workers_bitmap = workers;
-  pool_.free(c.index);
-  ++c.job->counters.flushes;
-  return forward_up(c);
+  return NextStep::flush_up;
 }
 
-Forwarding SwitchPipeline::handle_downward(Context& c) {
-  if (c.has_aggregator) {
-    const AggregatorState& a = pool_.state(c.index);
-    if (a.valid && a.owner == c.owner()) pool_.free(c.index);
+void SwitchPipeline::free_on_result(Metadata& m) {
+  if (m.has_index) registers_.owner_match_and_free(m.index, m.tag());
+}
+
+// The value stages, one register array per pass: pass p takes lanes [p K', (p + 1) K').
+// `into_packet` (a flush of an absent contribution) adds the registers into the packet only.
+bool SwitchPipeline::values_stages(Metadata& m, Update u, bool into_packet) {
+  bool overflow = false;
+  const std::size_t pass_bytes = std::size_t{config_.values_per_pass} * proto::kValueBytes;
+  for (std::uint32_t pass = 0; pass < config_.passes; ++pass) {
+    const std::size_t first = pass * pass_bytes;
+    if (first >= m.values().size()) break;
+    const std::size_t length = std::min(pass_bytes, m.values().size() - first);
+    auto lanes = m.values().subspan(first, length);
+    overflow |= into_packet ? registers_.values_pass_into_packet(pass, m.index, lanes)
+                            : registers_.values_pass(pass, m.index, u, lanes);
   }
-  proto::encode_flags_and_bitmaps(c.h, c.packet);
-  ++c.job->counters.results_sent;
-  return {Forwarding::Action::multicast, 0, c.job->config.downstream};
+  return overflow;
 }
 
-// A run handshake answer names one worker: level 2 sends it to that worker's rack switch, level
-// 1 to the worker (downstream lists are in rack order and in rank-in-rack order).
-Forwarding SwitchPipeline::toward_asker(Context& c) {
-  const std::vector<NodeId>& below = c.job->config.downstream;
-  const std::size_t index =
-      config_.level == Level::rack ? std::countr_zero(c.h.workers_bitmap) : c.h.rack;
-  if (index >= below.size()) {
-    ++counters_.malformed;
-    return drop();
+// The next-step stage's action: rewrite the header as the decision says, pick the egress.
+Verdict SwitchPipeline::apply(NextStep step, Metadata& m) {
+  proto::Header& h = m.h;
+  const bool upward = step == NextStep::pass_up || step == NextStep::collide_up ||
+                      step == NextStep::flush_up || step == NextStep::join_up ||
+                      step == NextStep::emit_sum;
+  switch (step) {
+    case NextStep::collide_up: h.set(flag::kCollision); break;
+    case NextStep::emit_sum:
+      h.racks_bitmap = config_.level == Level::rack ? 1u << h.rack : m.bitmap_after;
+      h.workers_bitmap = 0;
+      h.set(flag::kEcn, m.ecn_after || h.has(flag::kEcn));
+      h.set(flag::kWrapped, m.wrapped_after);
+      h.set(flag::kCollision, false);
+      h.next_level = level_after_me(h);
+      break;
+    case NextStep::flush_up:
+      h.racks_bitmap = m.out_racks;
+      h.workers_bitmap = m.out_workers;
+      h.set(flag::kEcn, m.ecn_after);
+      h.set(flag::kWrapped, m.wrapped_after);
+      h.set(flag::kCollision, false);
+      break;
+    case NextStep::multicast_down:
+      return {Verdict::Action::multicast, 0, m.job->config.multicast_group};
+    case NextStep::answer_down: {
+      const auto member = config_.level == Level::rack ? std::countr_zero(h.workers_bitmap)
+                                                       : int{h.rack};
+      return to_port(m.job->config.downstream[static_cast<std::size_t>(member)]);
+    }
+    default: break;
   }
-  ++c.job->counters.results_sent;
-  return {Forwarding::Action::unicast, below[index], {}};
+  if (!upward) return {};
+  // Toward the PS that owns this fragment (ps_index, checked on entry), or the single uplink.
+  if (h.next_level == config_.level) h.next_level = level_after_me(h);
+  proto::encode_flags_and_bitmaps(h, m.packet);
+  const SwitchJob& job = m.job->config;
+  return to_port(job.upstream.size() == 1 ? job.upstream[0] : job.upstream[h.ps_index]);
 }
 
-Forwarding SwitchPipeline::forward_up(Context& c) {
-  if (c.h.next_level == config_.level) c.h.next_level = level_after_me(c.h);
-  ++c.job->counters.forwarded_to_ps;
-  return route_up(c);
+// Every counter, in one place, from the decision and the stages' metadata.
+void SwitchPipeline::count(NextStep step, const Metadata& m) {
+  ++counters_.packets;
+  if (step == NextStep::drop_malformed) ++counters_.malformed;
+  if (step == NextStep::drop_unknown_job) ++counters_.unknown_job;
+  if (m.job == nullptr) return;
+  SwitchJobCounters& c = m.job->counters;
+  const bool contribution = step == NextStep::absorb || (step == NextStep::emit_sum && !m.duplicate);
+  c.forged += step == NextStep::drop_forged;
+  c.fan_in_mismatch += m.fan_in_mismatch;
+  c.collisions += step == NextStep::collide_up;
+  c.forwarded_up += step == NextStep::pass_up || step == NextStep::collide_up ||
+                    step == NextStep::flush_up || step == NextStep::join_up;
+  c.flushes += step == NextStep::flush_up;
+  c.aggregated += contribution;
+  c.completed += step == NextStep::emit_sum && !m.duplicate;
+  c.duplicates += m.duplicate;
+  c.stale_reclaimed += contribution && m.owner == OwnerOutcome::reclaimed;
+  c.expired += contribution && m.expired;
+  c.results_sent += step == NextStep::multicast_down || step == NextStep::answer_down;
 }
 
-// Toward the PS that owns this fragment (ps_index, checked on entry), or the single uplink.
-Forwarding SwitchPipeline::route_up(Context& c) {
-  const SwitchJob& job = c.job->config;
-  proto::encode_flags_and_bitmaps(c.h, c.packet);
-  const NodeId to = job.upstream.size() == 1 ? job.upstream[0] : job.upstream[c.h.ps_index];
-  return {Forwarding::Action::unicast, to, {}};
+void SwitchPipeline::egress(std::span<std::uint8_t> packet, bool congested) {
+  if (!congested) return;
+  proto::Header h;
+  // Handshake packets carry no flags (decode refuses them with any): never marked.
+  if (proto::decode(packet, h) != proto::DecodeError::ok || h.kind != proto::Kind::fragment)
+    return;
+  h.set(flag::kEcn);
+  proto::encode_flags_and_bitmaps(h, packet);
+  ++counters_.ecn_marked;
 }
 
 Level SwitchPipeline::level_after_me(const proto::Header& h) const {

@@ -1,10 +1,13 @@
 #pragma once
-// The ATP switch pipeline (level 1 = a rack's ToR, level 2 = the PS rack's switch).
+// The ATP switch pipeline (level 1 = a rack's ToR, level 2 = the PS rack's switch), written as
+// the P4 program's stages in order, so that it is the program's executable specification:
 //
-// One packet in, at most one verdict out, as on a programmable switch: the packet is rewritten
-// in place and then dropped, sent to one port, or multicast to the job's members below.
-// The stages, in order, mirror p4/: parse -> job table -> aggregator index -> owner check ->
-// claim/join/flush/free -> write sum -> route. docs/engines.md lists every rule.
+//   parse -> job table -> classify -> aggregator index -> owner -> claimed_at -> value_count
+//         -> bitmap -> count -> ecn -> values (one array per pass) -> wrapped
+//         -> next step (one decision from the metadata) -> rewrite + counters -> egress ECN
+//
+// Each register stage applies one action of AggregatorRegisters. docs/engines.md §2 walks the
+// stages and gives the next-step table; p4/ mirrors them one control block each.
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -13,120 +16,92 @@
 #include <vector>
 
 #include "engines/common.h"
-#include "engines/switch/aggregator_pool.h"
+#include "engines/switch/aggregator_registers.h"
+#include "engines/switch/switch_counters.h"
+#include "engines/switch/switch_tables.h"
 #include "proto/header.h"
 
 namespace atp::engines {
 
-enum class Policy : std::uint8_t {
-  atp,              // dynamic: any job may claim any free aggregator (hashed index)
-  static_partition, // each job owns a fixed slice of the pool (SwitchML-style)
-  none,             // no in-network aggregation: everything goes to the PS
-};
-
-std::string to_string(Policy p);
-bool parse_policy(const std::string& text, Policy& out);
-
-struct SwitchConfig {
-  proto::Level level = proto::Level::rack;
-  std::uint32_t pool_size = 1024;
-  std::uint16_t values_per_aggregator = 256;  // the largest K any job may use here
-  Policy policy = Policy::atp;
-};
-
-// What the control plane installs per job.
-struct SwitchJob {
-  std::uint32_t job = 0;
-  // Where results and float requests go: the job's workers in this rack in rank-in-rack order
-  // (level 1) or the job's rack switches in rack order (level 2).
-  std::vector<NodeId> downstream;
-  // Next hop toward the PS: one entry for every ps_index, or a single entry for all.
-  std::vector<NodeId> upstream;
-  // The job's window (power of two): an aggregator held by seq s of this job is stale once the
-  // job sends seq s + window, since that proves s finished at the PS.
-  std::uint32_t window = 1;
-  // Static policy only: the job's slice [first, first + count) of the pool.
-  std::uint32_t static_first = 0;
-  std::uint32_t static_count = 0;
-  // Contributions a complete sum needs here: the job's workers in this rack (level 1) or its
-  // racks (level 2). Packets whose header says otherwise are not aggregated, so a misconfigured
-  // worker cannot complete a sum early, nor one sum mix headers of different shapes.
-  std::uint8_t fan_in = 1;
-  // Tenant isolation: packets of the job must carry this token, and come from a downstream
-  // member (upward) or an upstream hop (downward).
-  std::uint32_t token = 0;
-};
-
-struct SwitchJobCounters {
-  std::uint64_t aggregated = 0;      // contributions added into an aggregator
-  std::uint64_t completed = 0;       // sums that reached the fan-in and went upward
-  std::uint64_t collisions = 0;      // fragments that found another owner (or no static slot)
-  std::uint64_t flushes = 0;         // partial sums flushed by a resend
-  std::uint64_t forwarded_to_ps = 0; // packets sent upward without completing here
-  std::uint64_t results_sent = 0;    // results and float requests fanned out, run answers sent
-  std::uint64_t duplicates = 0;      // contributions already counted (dropped or re-forwarded)
-  std::uint64_t stale_reclaimed = 0; // aggregators taken back from an older seq of the job
-  std::uint64_t fan_in_mismatch = 0; // header fan-in differs from the installed one
-  std::uint64_t forged = 0;          // wrong token, or a sender that may not speak for the job
-};
-
-struct SwitchCounters {
-  std::uint64_t malformed = 0;
-  std::uint64_t unknown_job = 0;
-  std::uint64_t packets = 0;
-};
-
-struct Forwarding {
-  enum class Action : std::uint8_t { drop, unicast, multicast };
+// What the pipeline does with a packet: drop it, send it out of one port, or hand it to the
+// replication engine for a multicast group (one copy per port of the group).
+struct Verdict {
+  enum class Action : std::uint8_t { drop, port, multicast };
   Action action = Action::drop;
-  NodeId to = 0;                    // unicast
-  std::span<const NodeId> group;    // multicast: one copy of the packet each
+  Port port = 0;                 // Action::port
+  MulticastGroupId group = 0;    // Action::multicast
+  bool operator==(const Verdict&) const = default;
+};
+
+std::string to_string(const Verdict& v);
+
+// Every decision the next-step stage can take (SwitchML's next_step_selector).
+enum class NextStep : std::uint8_t {
+  drop_malformed,   // does not decode, or names a PS shard with no route
+  drop_unknown_job,
+  drop_forged,      // wrong token, or a port that may not speak for the job
+  pass_up,          // not ours to aggregate: forwarded up unchanged but for next_level
+  collide_up,       // another owner or size, or no static slot: forwarded up marked collision
+  absorb,           // a contribution added; the sum is not complete
+  drop_duplicate,   // a contribution already counted, sum not complete
+  emit_sum,         // complete (or a duplicate of a complete one): the sum goes up
+  flush_up,         // a resend flushed the aggregator's partial sum up
+  multicast_down,   // a result or float request, to the job's members
+  join_up,          // a run-handshake join, up toward PS 0
+  answer_down,      // a run-handshake answer, to the one member it names
 };
 
 class SwitchPipeline {
  public:
   explicit SwitchPipeline(SwitchConfig config);
 
-  // Control plane. add_job replaces an existing entry of the same id; remove_job frees the
-  // job's aggregators.
+  // Control plane. add_job replaces an existing entry of the same id and installs its
+  // multicast group; remove_job frees the job's aggregators and its group.
   void add_job(SwitchJob job);
   bool remove_job(std::uint32_t job);
   std::vector<std::uint32_t> jobs() const;
+  // The replication engine's table: the ports a group reaches (empty if none).
+  std::span<const Port> multicast_ports(MulticastGroupId group) const;
 
-  // Data plane. `from` is the node the packet came from (kUnknownNode for a stranger;
-  // nullopt when the caller vouches for it, as unit tests do). `congested` says the packet's
-  // egress queue is above the ECN threshold. The switch keeps no timers, so it needs no clock.
-  Forwarding process(std::span<std::uint8_t> packet, std::optional<NodeId> from = std::nullopt,
-                     bool congested = false);
+  // Data plane, ingress: one packet from `ingress_port` at `now` (the caller's clock; only
+  // the aggregator's claim time uses it). Rewrites the packet in place and decides.
+  Verdict ingress(std::span<std::uint8_t> packet, Port ingress_port, Time now);
+  // Data plane, egress: one copy leaving through a port whose queue is above the ECN
+  // threshold (`congested`) gets the ecn flag. Run-handshake packets are never marked.
+  void egress(std::span<std::uint8_t> packet, bool congested);
+  // Both, for callers whose every copy sees the same queue (tests, traces).
+  Verdict process(std::span<std::uint8_t> packet, Port ingress_port, Time now,
+                  bool congested = false);
 
   const SwitchConfig& config() const { return config_; }
   const SwitchCounters& counters() const { return counters_; }
   const SwitchJobCounters* job_counters(std::uint32_t job) const;
-  const AggregatorPool& pool() const { return pool_; }
+  const AggregatorRegisters& registers() const { return registers_; }
 
  private:
   struct JobEntry {
     SwitchJob config;
     SwitchJobCounters counters;
   };
-  struct Context;  // one packet's parse results, threaded through the stages
+  struct Metadata;  // one packet's parse results and stage outputs, as P4 metadata
+  enum class PacketClass : std::uint8_t;
 
-  Forwarding handle_downward(Context& c);
-  Forwarding handle_fragment(Context& c);
-  Forwarding handle_resend(Context& c);
-  bool pick_aggregator(Context& c) const;
-  bool aggregatable(const Context& c) const;
-  bool fan_in_agrees(Context& c) const;
-  static bool authentic(const SwitchJob& job, const proto::Header& h, std::optional<NodeId> from);
-  Forwarding toward_asker(Context& c);
-  Forwarding forward_up(Context& c);
-  Forwarding route_up(Context& c);
-  Forwarding emit_sum(Context& c, std::uint32_t racks, std::uint32_t workers);
+  std::optional<NextStep> parse_and_check(Metadata& m, Port ingress_port);
+  PacketClass classify(Metadata& m) const;
+  NextStep decide(Metadata& m, Port ingress_port, Time now);
+  bool aggregator_index(Metadata& m) const;
+  NextStep aggregate(Metadata& m, Time now);
+  NextStep flush(Metadata& m);
+  void free_on_result(Metadata& m);
+  bool values_stages(Metadata& m, Update u, bool into_packet);
+  Verdict apply(NextStep step, Metadata& m);
+  void count(NextStep step, const Metadata& m);
   proto::Level level_after_me(const proto::Header& h) const;
 
   SwitchConfig config_;
-  AggregatorPool pool_;
+  AggregatorRegisters registers_;
   std::unordered_map<std::uint32_t, JobEntry> jobs_;
+  std::unordered_map<MulticastGroupId, std::vector<Port>> groups_;
   SwitchCounters counters_;
 };
 

@@ -1,0 +1,80 @@
+#pragma once
+// Switch traces: what went into a switch pipeline and what came out, packet by packet, so the
+// same packets can be replayed through another implementation of the pipeline (the C++ one
+// here, the P4 programs on BMv2 in p4/) and the outputs compared field by field.
+//
+// Format (docs/engines.md §2.12): JSON Lines. The first line is the switch's configuration;
+// then one line per control-plane change or packet:
+//   {"setup": {"level": 1, "pool_size": 16, "values_per_pass": 8, "passes": 1,
+//              "policy": "atp", "stale_after_ns": 1000000000}}
+//   {"add_job": {"job": 1, "downstream": [1, 2], "upstream": [100], "window": 4, ...}}
+//   {"remove_job": 1}
+//   {"packet": {"time_ns": 0, "ingress_port": 1, "congested": false, "in": "01000100...",
+//               "verdict": {"action": "port", "port": 100, "group": 0}, "out": "0100..."}}
+// Bytes are lower-case hex; "out" is the packet after the pipeline (empty when dropped).
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engines/switch/switch_pipeline.h"
+
+namespace atp::conformance {
+
+struct PacketRecord {
+  Time time = 0;
+  engines::Port ingress_port = 0;
+  bool congested = false;
+  std::vector<std::uint8_t> in;
+  engines::Verdict verdict;
+  std::vector<std::uint8_t> out;
+};
+struct RemoveJob {
+  std::uint32_t job = 0;
+};
+using TraceEvent = std::variant<engines::SwitchJob, RemoveJob, PacketRecord>;
+
+struct Trace {
+  engines::SwitchConfig setup;
+  std::vector<TraceEvent> events;
+};
+
+// Throws std::invalid_argument naming the line on a malformed trace.
+Trace read_trace(std::istream& in);
+void write_trace(std::ostream& out, const Trace& trace);
+
+// A switch pipeline that records everything done to it into a Trace.
+class RecordingSwitch {
+ public:
+  explicit RecordingSwitch(engines::SwitchConfig config) : pipeline_(config) {
+    trace_.setup = config;
+  }
+  void add_job(const engines::SwitchJob& job);
+  bool remove_job(std::uint32_t job);
+  engines::Verdict process(std::span<std::uint8_t> packet, engines::Port ingress_port, Time now,
+                           bool congested = false);
+
+  engines::SwitchPipeline& pipeline() { return pipeline_; }
+  const Trace& trace() const { return trace_; }
+
+ private:
+  engines::SwitchPipeline pipeline_;
+  Trace trace_;
+};
+
+// The first packet whose outputs differ, described field by field.
+struct Difference {
+  std::size_t packet = 0;  // index among the trace's packet records
+  std::string what;
+};
+// Runs `trace` through `run` (a fresh pipeline of the trace's setup, given each control change
+// and packet) and compares every packet's verdict and bytes out with the recorded ones.
+std::optional<Difference> replay(const Trace& trace);
+// Compares two outputs of one packet; empty when equal.
+std::string compare_outputs(const engines::Verdict& expected_verdict,
+                            std::span<const std::uint8_t> expected,
+                            const engines::Verdict& actual_verdict,
+                            std::span<const std::uint8_t> actual);
+
+}  // namespace atp::conformance
