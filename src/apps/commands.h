@@ -11,6 +11,7 @@ void add_worker_command(CLI::App& app);
 void add_ctl_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_cluster_command(CLI::App& app);
+void add_trace_command(CLI::App& app);
 
 // The exit code the subcommand that ran asked for.
 int exit_code();

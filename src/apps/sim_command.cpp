@@ -10,8 +10,9 @@ namespace atp::apps {
 
 namespace {
 
-void run_sim(const sim::Scenario& scenario, bool json) {
-  const sim::ClusterSpec spec = sim::to_cluster_spec(scenario);
+void run_sim(const sim::Scenario& scenario, bool json, const std::string& trace_dir) {
+  sim::ClusterSpec spec = sim::to_cluster_spec(scenario);
+  spec.trace_dir = trace_dir;
   const auto start = std::chrono::steady_clock::now();
   const sim::ClusterReport report = sim::run_cluster(spec);
   RunInfo info;
@@ -32,6 +33,7 @@ void add_sim_command(CLI::App& app) {
       "sim", "Run jobs on a simulated cluster (deterministic: same seed, same run)");
   static sim::Scenario s;
   static bool json = false;
+  static std::string trace_dir;
   cmd->add_option("--racks", s.racks, "Racks of workers")->capture_default_str();
   cmd->add_option("--workers-per-rack", s.workers_per_rack, "Workers of each job in each rack")
       ->capture_default_str();
@@ -73,10 +75,14 @@ void add_sim_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
   cmd->add_flag("--json", json, "Print one JSON object instead of a table");
+  cmd->add_option("--trace-dir", trace_dir,
+                  "Write each switch's trace there (rack<r>.jsonl, spine.jsonl) for `atp trace "
+                  "replay` and the P4 conformance harness")
+      ->check(CLI::ExistingDirectory);
   // --config belongs to the top-level app (CLI11 reads config files there); fallthrough lets
   // it follow `sim` on the command line.
   cmd->fallthrough();
-  cmd->callback([] { run_sim(s, json); });
+  cmd->callback([] { run_sim(s, json, trace_dir); });
 }
 
 }  // namespace atp::apps

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <istream>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -211,22 +212,41 @@ Trace read_trace(std::istream& in) {
 
 void RecordingSwitch::add_job(const engines::SwitchJob& job) {
   pipeline_.add_job(job);
-  trace_.events.emplace_back(job);
+  if (recording_) trace_.events.emplace_back(job);
 }
 
 bool RecordingSwitch::remove_job(std::uint32_t job) {
-  trace_.events.emplace_back(RemoveJob{job});
+  if (recording_) trace_.events.emplace_back(RemoveJob{job});
   return pipeline_.remove_job(job);
 }
 
 Verdict RecordingSwitch::process(std::span<std::uint8_t> packet, engines::Port ingress_port,
                                  Time now, bool congested) {
+  if (!recording_) return pipeline_.process(packet, ingress_port, now, congested);
   PacketRecord r{now, ingress_port, congested, {packet.begin(), packet.end()}, {}, {}};
   const Verdict verdict = pipeline_.process(packet, ingress_port, now, congested);
   r.verdict = verdict;
   if (verdict.action != Verdict::Action::drop) r.out.assign(packet.begin(), packet.end());
   trace_.events.emplace_back(std::move(r));
   return verdict;
+}
+
+Verdict RecordingSwitch::ingress(std::span<std::uint8_t> packet, engines::Port ingress_port,
+                                 Time now) {
+  // Ingress alone is process() on a port that is never congested.
+  return process(packet, ingress_port, now, false);
+}
+
+void write_trace_file(const std::string& path, const Trace& trace) {
+  std::ofstream out(path);
+  write_trace(out, trace);
+  if (!out.flush()) throw std::runtime_error("cannot write trace " + path);
+}
+
+Trace read_trace_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read trace " + path);
+  return read_trace(in);
 }
 
 std::optional<Difference> replay(const Trace& trace) {

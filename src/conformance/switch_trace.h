@@ -44,24 +44,34 @@ struct Trace {
 Trace read_trace(std::istream& in);
 void write_trace(std::ostream& out, const Trace& trace);
 
-// A switch pipeline that records everything done to it into a Trace.
+// A switch pipeline that records everything done to it into a Trace (unless told not to).
 class RecordingSwitch {
  public:
-  explicit RecordingSwitch(engines::SwitchConfig config) : pipeline_(config) {
+  explicit RecordingSwitch(engines::SwitchConfig config, bool recording = true)
+      : pipeline_(config), recording_(recording) {
     trace_.setup = config;
   }
   void add_job(const engines::SwitchJob& job);
   bool remove_job(std::uint32_t job);
+  // Ingress and egress with one `congested` for every copy, recorded as one packet.
   engines::Verdict process(std::span<std::uint8_t> packet, engines::Port ingress_port, Time now,
                            bool congested = false);
+  // Ingress alone (the caller marks each copy at egress), recorded with congested = false.
+  engines::Verdict ingress(std::span<std::uint8_t> packet, engines::Port ingress_port, Time now);
 
   engines::SwitchPipeline& pipeline() { return pipeline_; }
+  const engines::SwitchPipeline& pipeline() const { return pipeline_; }
   const Trace& trace() const { return trace_; }
 
  private:
   engines::SwitchPipeline pipeline_;
+  bool recording_;
   Trace trace_;
 };
+
+// Writes `trace` to `path`; throws std::runtime_error if it cannot.
+void write_trace_file(const std::string& path, const Trace& trace);
+Trace read_trace_file(const std::string& path);
 
 // The first packet whose outputs differ, described field by field.
 struct Difference {

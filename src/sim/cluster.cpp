@@ -86,7 +86,7 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
 
   auto add_switch = [&](proto::Level level) {
     auto node = std::make_unique<SwitchNode>(
-        engines::SwitchConfig{level, spec.pool_size, width, spec.policy});
+        engines::SwitchConfig{level, spec.pool_size, width, spec.policy}, !spec.trace_dir.empty());
     SwitchNode* raw = node.get();
     const NodeId id = sim.add_node(std::move(node));
     raw->set_id(id);
@@ -171,11 +171,11 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
         workers[j].push_back(raw);
         all_workers.emplace_back(id, raw);
       }
-      rack_switch->pipeline().add_job(engines::SwitchJob{
+      rack_switch->add_job(engines::SwitchJob{
           j, ports_of(members), {engines::port_of_node(spine_id)}, job.window, j * slice, slice,
           used_counts[jr], token, engines::multicast_group_of_job(j)});
     }
-    spine->pipeline().add_job(engines::SwitchJob{
+    spine->add_job(engines::SwitchJob{
         j, ports_of(rack_switches_of_job), ports_of(server_ids), job.window, j * slice, slice,
         static_cast<std::uint8_t>(used_racks.size()), token, engines::multicast_group_of_job(j)});
     for (unsigned p = 0; p < job_servers.size(); ++p)
@@ -188,6 +188,12 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
 
   for (auto& [id, node] : all_workers) node->start(sim, id);
   sim.run(spec.time_limit);
+  if (!spec.trace_dir.empty()) {
+    for (std::size_t r = 0; r < rack_switches.size(); ++r)
+      conformance::write_trace_file(spec.trace_dir + "/rack" + std::to_string(r) + ".jsonl",
+                                    rack_switches[r].second->trace());
+    conformance::write_trace_file(spec.trace_dir + "/spine.jsonl", spine->trace());
+  }
 
   ClusterReport report;
   report.events = sim.events();

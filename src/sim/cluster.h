@@ -34,6 +34,8 @@ struct ClusterSpec {
   engines::WorkerConfig worker_defaults;  // timers and windows; job fields are filled in
   std::uint64_t seed = 1;
   Duration time_limit = 60 * kSecond;  // simulated; unfinished jobs are reported as such
+  // When set, every switch's trace is written there: rack<r>.jsonl and spine.jsonl.
+  std::string trace_dir;
 };
 
 struct JobReport {

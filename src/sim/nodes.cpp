@@ -5,12 +5,12 @@
 namespace atp::sim {
 
 void SwitchNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {
-  const engines::Verdict v = pipeline_.ingress(bytes, engines::port_of_node(from), sim.now());
+  const engines::Verdict v = switch_.ingress(bytes, engines::port_of_node(from), sim.now());
   switch (v.action) {
     case engines::Verdict::Action::drop: return;
     case engines::Verdict::Action::port: send_copy(sim, v.port, bytes); return;
     case engines::Verdict::Action::multicast:
-      for (engines::Port member : pipeline_.multicast_ports(v.group)) send_copy(sim, member, bytes);
+      for (engines::Port member : pipeline().multicast_ports(v.group)) send_copy(sim, member, bytes);
       return;
   }
 }
@@ -20,7 +20,7 @@ void SwitchNode::send_copy(Simulator& sim, engines::Port port, std::span<const s
   const NodeId to = engines::node_of_port(port);
   if (!sim.queue_above_ecn(id_, to)) return sim.send(id_, to, bytes);
   copy_.assign(bytes.begin(), bytes.end());
-  pipeline_.egress(copy_, true);
+  pipeline().egress(copy_, true);
   sim.send(id_, to, copy_);
 }
 

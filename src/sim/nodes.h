@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "conformance/switch_trace.h"
 #include "engines/ps/parameter_server.h"
 #include "engines/switch/switch_pipeline.h"
 #include "engines/worker/worker.h"
@@ -17,15 +18,19 @@ namespace atp::sim {
 
 class SwitchNode : public Node {
  public:
-  explicit SwitchNode(engines::SwitchConfig config) : pipeline_(config) {}
-  engines::SwitchPipeline& pipeline() { return pipeline_; }
+  // With `record`, everything the switch does is kept as a trace (conformance/switch_trace.h).
+  explicit SwitchNode(engines::SwitchConfig config, bool record = false)
+      : switch_(config, record) {}
+  engines::SwitchPipeline& pipeline() { return switch_.pipeline(); }
+  void add_job(const engines::SwitchJob& job) { switch_.add_job(job); }
+  const conformance::Trace& trace() const { return switch_.trace(); }
   void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;
   void set_id(NodeId id) { id_ = id; }
 
  private:
   void send_copy(Simulator& sim, engines::Port port, std::span<const std::uint8_t> bytes);
 
-  engines::SwitchPipeline pipeline_;
+  conformance::RecordingSwitch switch_;
   std::vector<std::uint8_t> copy_;
   NodeId id_ = 0;
 };
