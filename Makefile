@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 JOBS ?= $(shell nproc)
 
-.PHONY: setup configure build demo test bench sanitize tsan fuzz clean
+.PHONY: setup configure build demo test p4-test bench sanitize tsan fuzz clean
 
 setup:
 	@./scripts/setup.sh
@@ -22,6 +22,11 @@ demo: build
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory fuzz
+
+# The P4 programs (docs/p4.md): compile both, fit the TNA one to Tofino 1, replay every switch
+# trace through BMv2. Also part of `make test` (ctest p4_conformance) where the tools exist.
+p4-test: build
+	@./p4/conformance/run.sh $(BUILD_DIR)
 
 bench: build
 	@$(BUILD_DIR)/bin/quant_bench

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `make p4-test` (and ctest's p4_conformance): compile the P4 programs, then replay the switch
+# traces the engine tests and the simulator write through BMv2 and compare every packet out.
+# Needs the P4 toolchain on PATH (docs/p4.md says how to install it) and root for the network
+# namespace; without them it says what is missing and exits 77 (ctest: skipped).
+set -euo pipefail
+build=$(realpath "${1:-build}")
+here=$(cd "$(dirname "$0")/../.." && pwd)
+out="$build/p4"
+
+missing=()
+for tool in p4c-bm2-ss simple_switch simple_switch_CLI; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "p4-test: skipped: not on PATH: ${missing[*]} (docs/p4.md: installing the P4 toolchain)"
+  exit 77
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "p4-test: skipped: replaying on BMv2 needs root (a network namespace and veth pairs)"
+  exit 77
+fi
+
+mkdir -p "$out"
+rm -rf "$out/traces" && mkdir -p "$out/traces/unit" "$out/traces/sim-one-rack" "$out/traces/sim-two-racks"
+echo "p4-test: compiling p4/v1model/atp.p4 for BMv2"
+p4c-bm2-ss --arch v1model -o "$out/atp.json" "$here/p4/v1model/atp.p4" 2>"$out/p4c-bm2-ss.log" ||
+  { cat "$out/p4c-bm2-ss.log"; exit 1; }
+
+if [ ! -f "$here/p4/tna/atp.p4" ]; then
+  echo "p4-test: TNA fit skipped: p4/tna/ has no program yet (docs/p4.md, status)"
+elif command -v p4c >/dev/null && p4c --target tofino --help >/dev/null 2>&1; then
+  "$here/p4/tna/fit.sh" "$out/tna"
+else
+  echo "p4-test: TNA fit skipped: no p4c with the Tofino backend on PATH"
+fi
+
+echo "p4-test: writing traces"
+ATP_TRACE_DIR="$out/traces/unit" "$build/bin/switch_pipeline_test" >/dev/null
+# Two small simulated runs: two jobs sharing a small pool on one rack with static slices, and
+# two racks under loss (level 1 and level 2 switches, collisions, resends, flushes).
+"$build/bin/atp" sim --racks 1 --workers-per-rack 3 --jobs 2 --aggregators 16 --window 8 \
+  --values-per-packet 32 --tensor-bytes 2048 --iterations 2 --duplicate 0.05 \
+  --trace-dir "$out/traces/sim-one-rack" >/dev/null
+"$build/bin/atp" sim --racks 2 --workers-per-rack 2 --jobs 2 --aggregators 16 --window 8 \
+  --values-per-packet 16 --tensor-bytes 1024 --iterations 2 --loss 0.05 \
+  --trace-dir "$out/traces/sim-two-racks" >/dev/null
+for d in "$out"/traces/sim-*; do
+  for f in "$d"/*.jsonl; do mv "$f" "$d-$(basename "$f")"; done
+  rmdir "$d"
+done
+
+echo "p4-test: replaying through simple_switch"
+/usr/bin/python3 "$here/p4/conformance/bmv2_replay.py" --program "$out/atp.json" \
+  --atp "$build/bin/atp" --netns "atp-p4-$$" "$out"/traces/unit/*.jsonl "$out"/traces/sim-*.jsonl

@@ -1,0 +1,172 @@
+// ATP's switch pipeline for BMv2 simple_switch (v1model): the same stages as the C++ pipeline
+// (src/engines/switch/switch_pipeline.h) and the TNA program, one pass of ATP_LANES values.
+// docs/p4.md maps every C++ stage to its control here. Build:
+//   p4c-bm2-ss --arch v1model -o atp.json p4/v1model/atp.p4
+#include <core.p4>
+#include <v1model.p4>
+
+#define ATP_LANES 256   // values per packet this program aggregates (K <= 256)
+#define ATP_POOL 4096   // aggregators (the control plane sets a power of two up to this)
+
+#include "../common/headers.p4"
+#include "../common/parser.p4"
+#include "../common/validate.p4"
+#include "../common/job_table.p4"
+#include "../common/classify.p4"
+#include "../common/next_step.p4"
+#include "aggregator.p4"
+
+parser AtpV1Parser(packet_in pkt, out headers_t hdr, inout atp_meta_t meta,
+                   inout standard_metadata_t sm) {
+    AtpHeadersParser() headers_parser;
+    state start {
+        headers_parser.apply(pkt, hdr, meta);
+        transition select(meta.is_atp) {
+            1 : values_start;
+            default : accept;
+        }
+    }
+    state values_start {
+        meta.values_left = hdr.atp.value_count;
+        meta.lanes_left = ATP_LANES;
+        transition select(hdr.atp.value_count) {
+            0 : accept;
+            default : parse_value;
+        }
+    }
+    // One value per loop; beyond ATP_LANES values the rest stays payload (such a packet is
+    // never aggregated: K <= ATP_LANES).
+    state parse_value {
+        pkt.extract(hdr.values.next);
+        meta.values_left = meta.values_left - 1;
+        meta.lanes_left = meta.lanes_left - 1;
+        transition select(meta.values_left, meta.lanes_left) {
+            (0, _) : accept;
+            (_, 0) : accept;
+            default : parse_value;
+        }
+    }
+}
+
+control AtpVerifyChecksum(inout headers_t hdr, inout atp_meta_t meta) {
+    apply {}
+}
+
+control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_metadata_t sm) {
+    ValidateAtp() validate;
+    JobTable() job_table;
+    Classify() classify;
+    AggregatorStages() aggregator;
+    NextStep() next_step;
+    // The claim clock, written by the control plane when replaying a trace (profile flag).
+    register<bit<32>>(1) test_clock;
+    // Packets per next step: the counters' one place.
+    counter(STEPS, CounterType.packets) next_steps;
+    bit<1> clock_from_register = 0;
+
+    // The switch profile (SwitchConfig), one default action set by the control plane.
+    action set_profile(bit<8> level, bit<32> pool_mask, bit<16> max_values,
+                       bit<32> stale_units, bit<8> policy, bit<1> clock_register) {
+        meta.level = level;
+        meta.pool_mask = pool_mask;
+        meta.max_values = max_values;
+        meta.stale_units = stale_units;
+        meta.policy = policy;
+        clock_from_register = clock_register;
+    }
+    table profile {
+        actions = { set_profile; }
+        default_action = set_profile(LEVEL_RACK, ATP_POOL - 1, ATP_LANES, 15258, POLICY_ATP, 0);
+    }
+
+    // Everything that is not ATP: plain IPv4 forwarding.
+    action ipv4_forward(bit<9> port, bit<48> dst_mac) {
+        sm.egress_spec = port;
+        hdr.ethernet.src = hdr.ethernet.dst;
+        hdr.ethernet.dst = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+    action drop() { mark_to_drop(sm); }
+    table ipv4_routes {
+        key = { hdr.ipv4.dst : lpm; }
+        actions = { ipv4_forward; drop; }
+        default_action = drop();
+        size = 1024;
+    }
+
+    apply {
+        if (meta.is_atp == 0) {
+            if (hdr.ipv4.isValid()) { ipv4_routes.apply(); } else { drop(); }
+            return;
+        }
+        profile.apply();
+        meta.malformed = 1;
+        if (sm.parser_error == error.NoError) { validate.apply(hdr, meta); }
+        if (meta.malformed == 0) { job_table.apply(hdr, meta, sm.ingress_port); }
+        classify.apply(hdr, meta);
+        meta.tag_hi = 1w1 ++ hdr.atp.job[14:0] ++ hdr.atp.tensor[31:16];
+        if (clock_from_register == 1) {
+            test_clock.read(meta.now_units, 0);
+        } else {
+            meta.now_units = (bit<32>)((sm.ingress_global_timestamp * 1000) >> 16);
+        }
+        aggregator.apply(hdr, meta);
+        next_step.apply(hdr, meta);
+        next_steps.count((bit<32>)meta.next_step);
+
+        bit<8> s = meta.next_step;
+        if (s == STEP_PASS_UP || s == STEP_COLLIDE_UP || s == STEP_FLUSH_UP ||
+            s == STEP_JOIN_UP || s == STEP_EMIT_SUM) {
+            sm.egress_spec = meta.up_port;
+        } else if (s == STEP_MULTICAST_DOWN) {
+            sm.mcast_grp = meta.group;
+        } else if (s == STEP_ANSWER_DOWN) {
+            sm.egress_spec = meta.answer_port;
+        } else {
+            drop();
+        }
+        hdr.udp.checksum = 0;  // the payload may have changed; 0 = none (IPv4)
+    }
+}
+
+// ECN is an egress fact: a fragment leaving through a queue deeper than the threshold is
+// marked. `ecn_mark_all` marks every fragment (how a trace's `congested` is replayed).
+control AtpEgress(inout headers_t hdr, inout atp_meta_t meta, inout standard_metadata_t sm) {
+    register<bit<32>>(1) ecn_threshold;  // packets queued; 0: never
+    register<bit<1>>(1) ecn_mark_all;
+    apply {
+        if (hdr.atp.isValid() && hdr.atp.kind == KIND_FRAGMENT) {
+            bit<32> threshold;
+            bit<1> all;
+            ecn_threshold.read(threshold, 0);
+            ecn_mark_all.read(all, 0);
+            if (all == 1 || (threshold != 0 && (bit<32>)sm.deq_qdepth >= threshold)) {
+                hdr.atp.flags = hdr.atp.flags | FLAG_ECN;
+            }
+        }
+    }
+}
+
+control AtpComputeChecksum(inout headers_t hdr, inout atp_meta_t meta) {
+    apply {
+        // Plain forwarding changed the ttl; ATP packets keep their IPv4 header as it came.
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control AtpDeparser(packet_out pkt, in headers_t hdr) {
+    apply {
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.atp);
+        pkt.emit(hdr.values);
+    }
+}
+
+V1Switch(AtpV1Parser(), AtpVerifyChecksum(), AtpIngress(), AtpEgress(), AtpComputeChecksum(),
+         AtpDeparser()) main;
