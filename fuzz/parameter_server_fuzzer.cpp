@@ -75,7 +75,7 @@ std::vector<std::uint8_t> honest_packet(FuzzedDataProvider& in, const JobShape& 
   const bool as_floats = in.ConsumeIntegralInRange<int>(0, 5) == 0;
   if (as_floats) {  // overflow fallback: one worker's own values as float32
     h.workers_bitmap = 1u << in.ConsumeIntegralInRange<unsigned>(0, h.rack_fan_in - 1);
-    h.set(proto::flag::kOverflow);
+    h.set(proto::flag::kFloatPayload);
   } else {
     h.racks_bitmap = in.ConsumeIntegral<std::uint32_t>() & proto::low_bits(racks) &
                      ~(1u << h.rack);
@@ -117,7 +117,7 @@ void check_result(const JobShape& job, const proto::Header& h, std::span<const s
     std::int64_t exact = 0;
     for (unsigned w = 0; w < job.workers; ++w) exact += gradient(w, h.seq, i, proto::run_of(h.tensor));
     const std::uint8_t* at = p.data() + proto::kHeaderBytes + 4 * i;
-    if (h.has(proto::flag::kOverflow)) {
+    if (h.has(proto::flag::kFloatPayload)) {
       float f;
       const std::uint32_t bits = proto::load_be32(at);
       std::memcpy(&f, &bits, 4);

@@ -50,8 +50,8 @@ std::vector<std::uint8_t> joined(std::vector<std::uint8_t> join, std::uint16_t r
 std::vector<std::uint8_t> doubled_result(std::vector<std::uint8_t> fragment) {
   proto::Header h;
   if (proto::decode(fragment, h) != proto::DecodeError::ok) std::abort();
-  const bool floats = h.has(proto::flag::kOverflow);
-  h.flags = proto::flag::kResult | (floats ? proto::flag::kOverflow : 0);
+  const bool floats = h.has(proto::flag::kFloatPayload);
+  h.flags = proto::flag::kResult | (floats ? proto::flag::kFloatPayload : 0);
   h.next_level = proto::Level::parameter_server;
   h.workers_bitmap = 0b11;
   proto::encode(h, fragment);

@@ -293,7 +293,7 @@ std::int32_t float_bits(float f) {
 TEST_F(ParameterServerTest, OverflowFragmentSwitchesTheSeqToFloats) {
   send(rack_sum(0, {7}));  // integers so far: discarded once floats are needed
   PacketSpec f = single(1, 0, {float_bits(1.5f)});
-  f.flags = flag::kOverflow;
+  f.flags = flag::kFloatPayload;
   send(f);
   auto requests = sent();
   ASSERT_EQ(requests.size(), 1u);
@@ -309,14 +309,14 @@ TEST_F(ParameterServerTest, OverflowFragmentSwitchesTheSeqToFloats) {
     if (workers[i] == std::make_pair(1, 0)) continue;  // already in
     PacketSpec s = single(static_cast<std::uint8_t>(workers[i].first),
                           static_cast<std::uint8_t>(workers[i].second), {float_bits(values[i])});
-    s.flags = flag::kOverflow;
+    s.flags = flag::kFloatPayload;
     send(s);
   }
   auto results = sent();
   ASSERT_EQ(results.size(), 1u);
   const auto h = header_of(results[0]);
   EXPECT_TRUE(h.has(flag::kResult));
-  EXPECT_TRUE(h.has(flag::kOverflow));
+  EXPECT_TRUE(h.has(flag::kFloatPayload));
   const double expected = 0.25 + -1.0 + 1.5 + 2.0 + 1e30f;
   EXPECT_EQ(values_of(results[0])[0], float_bits(static_cast<float>(expected)));
 }

@@ -121,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"result_and_float_request", DecodeError::bad_flags,
                 [](auto& p) { p[1] = flag::kResult | flag::kFloatRequest; }},
         BadCase{"wrapped_floats", DecodeError::bad_flags,
-                [](auto& p) { p[1] = flag::kWrapped | flag::kOverflow; }},
+                [](auto& p) { p[1] = flag::kWrapped | flag::kFloatPayload; }},
         BadCase{"remap_without_result", DecodeError::bad_flags,
                 [](auto& p) { p[1] = flag::kRemap; }},
         BadCase{"kind", DecodeError::bad_kind, [](auto& p) { p[31] = 3; }},

@@ -354,7 +354,7 @@ TEST_F(RackSwitch, FloatRequestFreesTheAggregatorLikeAResult) {
 
 TEST_F(RackSwitch, FloatFragmentsPassUnaggregated) {
   PacketSpec s = worker(0, {0x3f800000});
-  s.flags = flag::kOverflow;
+  s.flags = flag::kFloatPayload;
   auto p = make_packet(s);
   ASSERT_EQ(run(p).action, Action::port);
   EXPECT_FALSE(agg().valid());
@@ -540,7 +540,7 @@ TEST_F(SpineSwitch, ResultFansOutToTheJobsRacks) {
 TEST_F(SpineSwitch, ShardIndexBeyondTheJobsServersIsDropped) {
   PacketSpec s = rack_sum(0, {1});
   s.ps_index = 7;
-  s.flags = flag::kOverflow;
+  s.flags = flag::kFloatPayload;
   auto p = make_packet(s);
   EXPECT_EQ(run(p).action, Action::drop);
   EXPECT_EQ(switch_counters().malformed, 1u);

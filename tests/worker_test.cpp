@@ -308,7 +308,7 @@ TEST_F(WorkerTest, FloatRequestResendsAsFloat32) {
   auto floats = sent();
   ASSERT_EQ(floats.size(), 1u);
   const auto h = header_of(floats[0]);
-  EXPECT_TRUE(h.has(flag::kOverflow));
+  EXPECT_TRUE(h.has(flag::kFloatPayload));
   EXPECT_EQ(h.seq, 1u);
   float f;
   const auto v = values_of(floats[0]);
@@ -323,14 +323,14 @@ TEST_F(WorkerTest, UnrepresentableValuesTravelAsFloats) {
   input[5] = 1e30f;
   w.submit(0, input, output, out);
   auto frags = sent();
-  EXPECT_TRUE(header_of(frags[0]).has(flag::kOverflow));
-  EXPECT_TRUE(header_of(frags[1]).has(flag::kOverflow));
-  EXPECT_FALSE(header_of(frags[2]).has(flag::kOverflow));
+  EXPECT_TRUE(header_of(frags[0]).has(flag::kFloatPayload));
+  EXPECT_TRUE(header_of(frags[1]).has(flag::kFloatPayload));
+  EXPECT_FALSE(header_of(frags[2]).has(flag::kFloatPayload));
   // A float result is copied, not dequantized.
   PacketSpec r;
   r.job = 3;
   r.seq = 0;
-  r.flags = flag::kResult | flag::kOverflow;
+  r.flags = flag::kResult | flag::kFloatPayload;
   r.workers = 0;
   float three = 3.0f;
   std::int32_t bits;

@@ -74,16 +74,7 @@ class Work {
 
 py::dict stats_dict(const atp::engines::WorkerStats& s) {
   py::dict d;
-  d["fragments_sent"] = s.fragments_sent;
-  d["timeouts"] = s.timeouts;
-  d["fast_resends"] = s.fast_resends;
-  d["float_fragments"] = s.float_fragments;
-  d["results"] = s.results;
-  d["duplicate_results"] = s.duplicate_results;
-  d["ecn_marks"] = s.ecn_marks;
-  d["remaps"] = s.remaps;
-  d["malformed"] = s.malformed;
-  d["forged"] = s.forged;
+  atp::engines::for_each_field(s, [&](const char* name, std::uint64_t v) { d[name] = v; });
   return d;
 }
 

@@ -82,7 +82,7 @@ void run_worker(const WorkerOptions& o) {
   const double bytes = 4.0 * o.floats * o.tensors * o.iterations;
   const bool finished = error.empty();
   const auto run = comm->run();
-  const nlohmann::json report = {
+  nlohmann::json report = {
       {"job", o.job},
       {"rank", o.rank},
       {"run", run ? nlohmann::json(*run) : nlohmann::json(nullptr)},
@@ -95,12 +95,8 @@ void run_worker(const WorkerOptions& o) {
       {"tensor_bytes", bytes},
       {"communication_s", communication},
       {"throughput_gbps", communication > 0 ? bytes * 8 / communication / 1e9 : 0.0},
-      {"fragments_sent", stats.fragments_sent},
-      {"retransmissions", stats.timeouts + stats.fast_resends},
-      {"timeouts", stats.timeouts},
-      {"fast_resends", stats.fast_resends},
-      {"float_fragments", stats.float_fragments},
-      {"ecn_marks", stats.ecn_marks}};
+      {"retransmissions", stats.timeouts + stats.fast_resends}};
+  engines::for_each_field(stats, [&](const char* name, std::uint64_t v) { report[name] = v; });
   if (!o.json_out.empty()) std::ofstream(o.json_out) << report.dump() << "\n";
   if (o.json)
     std::cout << report.dump(2) << "\n";

@@ -55,29 +55,14 @@ void PsDaemon::on_readable() {
 nlohmann::json PsDaemon::stats() const {
   nlohmann::json jobs = nlohmann::json::object();
   for (std::uint32_t id : jobs_) {
-    const auto* c = ps_.job_counters(id);
-    jobs[std::to_string(id)] = {{"contributions", c->contributions},
-                                {"duplicates", c->duplicates},
-                                {"superseded", c->superseded},
-                                {"completed", c->completed},
-                                {"completed_in_network", c->completed_in_network},
-                                {"float_fallbacks", c->float_fallbacks},
-                                {"late_results", c->late_results},
-                                {"stale", c->stale},
-                                {"collided", c->collided},
-                                {"remaps", c->remaps},
-                                {"rejected", c->rejected},
-                                {"forged", c->forged},
-                                {"joins", c->joins},
-                                {"runs_started", c->runs_started},
-                                {"entries_in_use", ps_.entries_in_use(id)}};
+    nlohmann::json& job = jobs[std::to_string(id)];
+    engines::for_each_field(*ps_.job_counters(id),
+                            [&](const char* name, std::uint64_t v) { job[name] = v; });
+    job["entries_in_use"] = ps_.entries_in_use(id);
   }
-  const auto& c = ps_.counters();
-  return {{"ps", name_},
-          {"malformed", c.malformed},
-          {"unknown_job", c.unknown_job},
-          {"misrouted", c.misrouted},
-          {"jobs", jobs}};
+  nlohmann::json out = {{"ps", name_}, {"jobs", jobs}};
+  engines::for_each_field(ps_.counters(), [&](const char* name, std::uint64_t v) { out[name] = v; });
+  return out;
 }
 
 }  // namespace atp::daemons

@@ -62,7 +62,7 @@ DecodeError validate_flags(const Header& h) {
   if (result && float_request) return DecodeError::bad_flags;
   if (h.is_downward() && (h.has(flag::kResend) || h.has(flag::kCollision)))
     return DecodeError::bad_flags;
-  if (h.has(flag::kWrapped) && h.has(flag::kOverflow)) return DecodeError::bad_flags;
+  if (h.has(flag::kWrapped) && h.has(flag::kFloatPayload)) return DecodeError::bad_flags;
   if (h.has(flag::kRemap) && !result) return DecodeError::bad_flags;
   return DecodeError::ok;
 }

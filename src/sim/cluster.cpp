@@ -11,37 +11,6 @@ namespace atp::sim {
 
 namespace {
 
-void add(engines::WorkerStats& a, const engines::WorkerStats& b) {
-  a.fragments_sent += b.fragments_sent;
-  a.timeouts += b.timeouts;
-  a.fast_resends += b.fast_resends;
-  a.float_fragments += b.float_fragments;
-  a.results += b.results;
-  a.duplicate_results += b.duplicate_results;
-  a.ecn_marks += b.ecn_marks;
-  a.remaps += b.remaps;
-  a.malformed += b.malformed;
-  a.forged += b.forged;
-}
-
-void add(engines::PsJobCounters& a, const engines::PsJobCounters& b) {
-  a.contributions += b.contributions;
-  a.duplicates += b.duplicates;
-  a.completed += b.completed;
-  a.completed_in_network += b.completed_in_network;
-  a.superseded += b.superseded;
-  a.float_fallbacks += b.float_fallbacks;
-  a.float_requests += b.float_requests;
-  a.late_results += b.late_results;
-  a.stale += b.stale;
-  a.collided += b.collided;
-  a.remaps += b.remaps;
-  a.rejected += b.rejected;
-  a.forged += b.forged;
-  a.joins += b.joins;
-  a.runs_started += b.runs_started;
-}
-
 std::vector<engines::Port> ports_of(const std::vector<NodeId>& nodes) {
   std::vector<engines::Port> ports;
   for (NodeId n : nodes) ports.push_back(engines::port_of_node(n));
@@ -216,14 +185,14 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
       if (w->failed() && r.error.empty()) r.error = w->worker().error();
       r.completion_time = std::max(r.completion_time, w->finish_time());
       communication += w->communication_time();
-      add(r.workers, w->worker().stats());
+      engines::add_counters(r.workers, w->worker().stats());
     }
     r.communication_time = communication / static_cast<Duration>(workers[j].size());
     for (const auto& [id, s] : rack_switches)
       if (const auto* c = s->pipeline().job_counters(j)) engines::add_counters(r.switches, *c);
     if (const auto* c = spine->pipeline().job_counters(j)) engines::add_counters(r.switches, *c);
     for (const auto& [id, s] : servers)
-      if (const auto* c = s->ps().job_counters(j)) add(r.ps, *c);
+      if (const auto* c = s->ps().job_counters(j)) engines::add_counters(r.ps, *c);
     r.results_checked = verifiers[j]->checked();
     r.mismatches = verifiers[j]->mismatches();
     const std::uint64_t expected_checks =

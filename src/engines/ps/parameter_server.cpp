@@ -107,7 +107,7 @@ void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, 
     ++job.counters.collided;
   }
 
-  const bool float_payload = h.has(flag::kOverflow);
+  const bool float_payload = h.has(flag::kFloatPayload);
   if (e->float_mode) {
     if (float_payload)
       add_floats(job, *e, h, packet, out);
@@ -330,7 +330,7 @@ void ParameterServer::send_result(Job& job, Entry& e, std::span<const std::uint8
                                   bool floats, Outbox& out) {
   proto::Header h = downward_header(job, e);
   h.set(flag::kResult);
-  h.set(flag::kOverflow, floats);
+  h.set(flag::kFloatPayload, floats);
   h.set(flag::kEcn, e.ecn);
   h.value_count = e.value_count;
 

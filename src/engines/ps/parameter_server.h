@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engines/common.h"
+#include "engines/counters.h"
 #include "engines/ps/contributor_set.h"
 #include "engines/ps/run_registry.h"
 #include "proto/header.h"
@@ -39,29 +40,31 @@ struct PsConfig {
   std::uint32_t remap_after = 2;
 };
 
-struct PsJobCounters {
-  std::uint64_t contributions = 0;  // accepted integer contributions
-  std::uint64_t duplicates = 0;     // overlapped what was held: dropped whole
-  std::uint64_t superseded = 0;     // held sums replaced by a sum that includes them
-  std::uint64_t completed = 0;
-  std::uint64_t completed_in_network = 0;  // arrived as one sum already complete
-  std::uint64_t float_fallbacks = 0;
-  std::uint64_t float_requests = 0;
-  std::uint64_t late_results = 0;   // results sent again for late packets
-  std::uint64_t stale = 0;          // for seqs every worker has moved past
-  std::uint64_t collided = 0;       // packets that had met a busy aggregator
-  std::uint64_t remaps = 0;
-  std::uint64_t rejected = 0;       // disagree with the job's configuration
-  std::uint64_t forged = 0;         // wrong token, or not from the job's switch
-  std::uint64_t joins = 0;          // workers asking for their run (retries included)
-  std::uint64_t runs_started = 0;   // launches after the first: a worker came with a new nonce
-};
+// Per job. X(name, meaning)
+#define ATP_PS_JOB_COUNTERS(X)                                                              \
+  X(contributions, "accepted integer contributions")                                        \
+  X(duplicates, "contributions that overlapped what was held: dropped whole")               \
+  X(superseded, "held sums replaced by a sum that includes them")                           \
+  X(completed, "seqs completed")                                                            \
+  X(completed_in_network, "seqs that arrived as one sum already complete")                  \
+  X(float_fallbacks, "seqs switched to float32")                                            \
+  X(float_requests, "float requests sent to the workers")                                   \
+  X(late_results, "results sent again for late packets")                                    \
+  X(stale, "packets for seqs every worker has moved past")                                  \
+  X(collided, "packets that had met a busy aggregator")                                     \
+  X(remaps, "remap suggestions sent")                                                       \
+  X(rejected, "packets that disagree with the job's configuration")                         \
+  X(forged, "packets with a wrong token, or not from the job's switch")                     \
+  X(joins, "workers asking for their run (retries included)")                               \
+  X(runs_started, "launches after the first: a worker came with a new nonce")
 
-struct PsCounters {
-  std::uint64_t malformed = 0;
-  std::uint64_t unknown_job = 0;
-  std::uint64_t misrouted = 0;  // ps_index of another server
-};
+#define ATP_PS_COUNTERS(X)                                                                  \
+  X(malformed, "packets that fail decoding")                                                \
+  X(unknown_job, "packets of a job the server does not hold")                               \
+  X(misrouted, "packets whose ps_index is another server's")
+
+ATP_COUNTER_STRUCT(PsJobCounters, ATP_PS_JOB_COUNTERS);
+ATP_COUNTER_STRUCT(PsCounters, ATP_PS_COUNTERS);
 
 class ParameterServer {
  public:

@@ -1,10 +1,6 @@
 #pragma once
-// The switch's counters. Each field is listed once, in the X-macros below; the simulator's
-// sums, the daemon's JSON, Prometheus and the docs all walk these lists (for_each_field).
-#include <cstdint>
-#include <type_traits>
-
-namespace atp::engines {
+// The switch's counters, each listed once (engines/counters.h); docs/engines.md §2.9.
+#include "engines/counters.h"
 
 // Per job. X(name, meaning)
 #define ATP_SWITCH_JOB_COUNTERS(X)                                                          \
@@ -27,39 +23,7 @@ namespace atp::engines {
   X(unknown_job, "packets of a job the switch does not hold")                               \
   X(ecn_marked, "packet copies marked congested at egress")
 
-#define ATP_DECLARE_COUNTER(name, meaning) std::uint64_t name = 0;
-
-struct SwitchJobCounters {
-  ATP_SWITCH_JOB_COUNTERS(ATP_DECLARE_COUNTER)
-};
-
-struct SwitchCounters {
-  ATP_SWITCH_COUNTERS(ATP_DECLARE_COUNTER)
-};
-
-#define ATP_VISIT_MEMBER(name, meaning) f(#name, meaning, &Counters::name);
-
-// Calls f(name, meaning, pointer to member) for every counter of `Counters`, in order.
-template <typename Counters, typename F>
-void for_each_member(F&& f) {
-  if constexpr (std::is_same_v<Counters, SwitchJobCounters>) {
-    ATP_SWITCH_JOB_COUNTERS(ATP_VISIT_MEMBER)
-  } else {
-    static_assert(std::is_same_v<Counters, SwitchCounters>);
-    ATP_SWITCH_COUNTERS(ATP_VISIT_MEMBER)
-  }
-}
-
-// Calls f(name, value) for every counter of `c`.
-template <typename Counters, typename F>
-void for_each_field(const Counters& c, F&& f) {
-  for_each_member<Counters>([&](const char* name, const char*, auto member) { f(name, c.*member); });
-}
-
-// a += b, field by field.
-template <typename Counters>
-void add_counters(Counters& a, const Counters& b) {
-  for_each_member<Counters>([&](const char*, const char*, auto member) { a.*member += b.*member; });
-}
-
+namespace atp::engines {
+ATP_COUNTER_STRUCT(SwitchJobCounters, ATP_SWITCH_JOB_COUNTERS);
+ATP_COUNTER_STRUCT(SwitchCounters, ATP_SWITCH_COUNTERS);
 }  // namespace atp::engines

@@ -206,7 +206,7 @@ SwitchPipeline::PacketClass SwitchPipeline::classify(Metadata& m) const {
   m.has_index = aggregator_index(m);
   if (h.is_downward()) return PacketClass::result;
   // Not ours to aggregate: another level's packet, floats, or no aggregation at all.
-  if (h.next_level != config_.level || h.has(flag::kOverflow) || config_.policy == Policy::none)
+  if (h.next_level != config_.level || h.has(flag::kFloatPayload) || config_.policy == Policy::none)
     return PacketClass::pass;
   // Static policy and the job has no slice here: the PS does all the work.
   if (!m.has_index) return h.has(flag::kResend) ? PacketClass::pass : PacketClass::collide;

@@ -153,7 +153,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
     f.float_mode = true;
   if (f.float_mode) {
     quant::floats_to_wire(in, f.count, values);
-    h.set(flag::kOverflow);
+    h.set(flag::kFloatPayload);
     ++stats_.float_fragments;
   }
   proto::encode(h, packet);
@@ -193,7 +193,7 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
     // a lost float fragment is the retransmission timer's business.
     if (!f.float_mode) {
       f.float_mode = true;
-      f.resent = true;
+      f.rtt_ambiguous = true;
       transmit(now, f, false, out);
     }
     return;
@@ -205,7 +205,7 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
 
   const std::uint8_t* values = packet.data() + proto::kHeaderBytes;
   float* dst = f.tensor->output + f.offset;
-  if (h.has(flag::kOverflow))
+  if (h.has(flag::kFloatPayload))
     quant::floats_from_wire(values, f.count, dst);
   else
     quant::dequantize_from_wire(values, f.count, config_.scale, dst);
@@ -214,7 +214,7 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
   --in_flight_;
   ++stats_.results;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
-  if (!f.resent) rtt_.sample(now - f.first_sent);
+  if (!f.rtt_ambiguous) rtt_.sample(now - f.first_sent);
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   cwnd_.on_result(h.has(flag::kEcn), h.seq, next_seq_);
   if (h.has(flag::kRemap)) {
@@ -239,15 +239,15 @@ void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
   const Duration reorder_window =
       rtt_.has_sample() ? std::max<Duration>({rtt_.srtt() / 4, 2 * rtt_.rttvar(), 1})
                         : std::numeric_limits<Duration>::max();
-  // A later fragment left no earlier than `acked` unless `acked` was resent, so only then can
+  // A later fragment left no earlier than `acked` unless `acked` was sent more than once, so only then can
   // one qualify; otherwise the scan stops at `acked` and in-order results scan nothing.
-  const std::uint32_t end = acked.resent ? next_seq_ : acked.seq;
+  const std::uint32_t end = acked.rtt_ambiguous ? next_seq_ : acked.seq;
   for (std::uint32_t u = base_; u != end; ++u) {
     Fragment& g = slot(u);
     if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
     if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
-    g.resent = true;
+    g.rtt_ambiguous = true;
     ++g.retransmits;
     ++stats_.fast_resends;
     transmit(now, g, true, out);
@@ -298,7 +298,7 @@ void Worker::on_timer(Time now, Outbox& out) {
     if (!timed_out) rtt_.back_off();  // once per firing, before the resends use it
     timed_out = true;
     ++f.retransmits;
-    f.resent = true;
+    f.rtt_ambiguous = true;
     ++stats_.timeouts;
     cwnd_.on_loss(u, next_seq_);
     transmit(now, f, true, out);

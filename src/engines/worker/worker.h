@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engines/common.h"
+#include "engines/counters.h"
 #include "engines/worker/congestion_window.h"
 #include "engines/worker/rtt_estimator.h"
 #include "proto/header.h"
@@ -53,18 +54,19 @@ void validate(const WorkerConfig& config);
 
 enum class AllreduceStatus { pending, done, failed };
 
-struct WorkerStats {
-  std::uint64_t fragments_sent = 0;   // first transmissions
-  std::uint64_t timeouts = 0;         // resends after a retransmission timeout
-  std::uint64_t fast_resends = 0;     // resends after a sequence gap
-  std::uint64_t float_fragments = 0;  // sent as float32 (overflow or on request)
-  std::uint64_t results = 0;
-  std::uint64_t duplicate_results = 0;
-  std::uint64_t ecn_marks = 0;
-  std::uint64_t remaps = 0;
-  std::uint64_t malformed = 0;
-  std::uint64_t forged = 0;  // wrong token, or not from the uplink
-};
+#define ATP_WORKER_STATS(X)                                                                 \
+  X(fragments_sent, "first transmissions")                                                  \
+  X(timeouts, "resends after a retransmission timeout")                                     \
+  X(fast_resends, "resends after a sequence gap")                                           \
+  X(float_fragments, "fragments sent as float32 (overflow or on request)")                  \
+  X(results, "results taken")                                                               \
+  X(duplicate_results, "results for fragments already done")                                \
+  X(ecn_marks, "results carrying a congestion mark")                                        \
+  X(remaps, "slots moved to another aggregator")                                            \
+  X(malformed, "packets that fail decoding")                                                \
+  X(forged, "packets with a wrong token, or not from the uplink")
+
+ATP_COUNTER_STRUCT(WorkerStats, ATP_WORKER_STATS);
 
 class Worker {
  public:
@@ -111,7 +113,7 @@ class Worker {
     bool active = false;
     bool acked = false;
     bool float_mode = false;
-    bool resent = false;  // sent more than once: its round trip is ambiguous (Karn)
+    bool rtt_ambiguous = false;  // sent more than once: no RTT sample from it (Karn)
     std::uint32_t seq = 0;
     Tensor* tensor = nullptr;
     std::size_t offset = 0;
