@@ -17,7 +17,10 @@ SwitchDaemon::SwitchDaemon(const control::ClusterConfig& config, const std::stri
   }
   for (auto& shard : shards_)
     for (auto& job : config.switch_jobs(name, shard->book))
-      if (shards_[config.thread_of(name, job.job)] == shard) shard->pipeline.add_job(std::move(job));
+      if (shards_[config.thread_of(name, job.job)] == shard) {
+        shard->slices.reserve(job.job, {job.static_first, job.static_count});
+        shard->pipeline.add_job(std::move(job));
+      }
 }
 
 SwitchDaemon::~SwitchDaemon() {
@@ -90,14 +93,47 @@ void SwitchDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t jo
   Shard& s = *shards_[cluster.thread_of(name_, job) % shards_.size()];
   std::lock_guard lock(s.mutex);
   for (auto& j : cluster.switch_jobs(name_, s.book))
-    if (j.job == job) return s.pipeline.add_job(std::move(j));
+    if (j.job == job) return install(s, std::move(j));
   throw std::invalid_argument("job " + std::to_string(job) + " does not use switch '" + name_ + "'");
+}
+
+// The entry as the file derives it, but for the static slice: the file cuts the pool among
+// the jobs it names, which would overlap what running jobs hold; the allocator gives a free run.
+void SwitchDaemon::install(Shard& s, engines::SwitchJob job) {
+  if (s.pipeline.config().policy == engines::Policy::static_partition && job.static_count > 0) {
+    const auto old = s.slices.slice_of(job.job);
+    const auto slice = s.slices.allocate(job.job, job.static_count);
+    if (!slice) {
+      if (old) s.slices.reserve(job.job, *old);  // a failed re-admission keeps what it had
+      throw std::invalid_argument(
+          "switch '" + name_ + "': no free run of " + std::to_string(job.static_count) +
+          " aggregators for job " + std::to_string(job.job) + "'s static slice (" +
+          std::to_string(s.slices.free_aggregators()) + " free, largest run " +
+          std::to_string(s.slices.largest_free_run()) + "); remove a job first");
+    }
+    job.static_first = slice->first;
+  }
+  try {
+    s.pipeline.add_job(std::move(job));
+  } catch (...) {
+    s.slices.release(job.job);
+    throw;
+  }
+}
+
+std::optional<control::Slice> SwitchDaemon::static_slice(std::uint32_t job) const {
+  for (const auto& s : shards_) {
+    std::lock_guard lock(s->mutex);
+    if (auto slice = s->slices.slice_of(job)) return slice;
+  }
+  return std::nullopt;
 }
 
 bool SwitchDaemon::remove_job(std::uint32_t job) {
   Shard* s = shard_of_job(job);
   if (s == nullptr) return false;
   std::lock_guard lock(s->mutex);
+  s->slices.release(job);
   return s->pipeline.remove_job(job);
 }
 

@@ -4,12 +4,14 @@
 // cluster file the switch runs N independent shards, one thread each, on ports port..port+N-1:
 // each owns 1/N of the pool and the jobs dealt to it, so shards share nothing on the data path.
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "control/cluster_config.h"
+#include "control/slice_allocator.h"
 #include "engines/switch/switch_pipeline.h"
 #include "runtime/event_loop.h"
 #include "runtime/udp_socket.h"
@@ -28,18 +30,23 @@ class SwitchDaemon {
   const runtime::Endpoint& address() const { return address_; }
   const std::string& name() const { return name_; }
 
-  // Control plane, no restart needed (see control_requests.h). Thread-safe.
+  // Control plane, no restart needed (see control_requests.h). Thread-safe. Admitting never
+  // changes a running job's entry: under the static policy the new job gets a free run of
+  // aggregators of the size the file derives, or admit throws saying what is free.
   std::vector<std::uint32_t> job_ids() const;
   void admit(const control::ClusterConfig& cluster, std::uint32_t job);
   bool remove_job(std::uint32_t job);
+  // The static slice job `job` holds, if any.
+  std::optional<control::Slice> static_slice(std::uint32_t job) const;
 
  private:
   struct Shard {
     Shard(engines::SwitchConfig config, const runtime::Endpoint& address)
-        : pipeline(config), socket(address) {}
+        : pipeline(config), slices(config.pool_size), socket(address) {}
     mutable std::mutex mutex;  // the data path holds it per batch; the control plane per call
     runtime::AddressBook book;
     engines::SwitchPipeline pipeline;
+    control::SliceAllocator slices;  // static policy: who holds which part of the pool
     runtime::UdpSocket socket;
     runtime::ReceiveBatch received{64, 65536};
     runtime::SendBatch to_send;
@@ -47,6 +54,7 @@ class SwitchDaemon {
     std::thread thread;
   };
   void on_readable(Shard& shard);
+  void install(Shard& shard, engines::SwitchJob job);
   Shard* shard_of_job(std::uint32_t job) const;
 
   std::string name_;

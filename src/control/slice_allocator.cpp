@@ -1,0 +1,62 @@
+#include "control/slice_allocator.h"
+
+#include <stdexcept>
+
+namespace atp::control {
+
+void SliceAllocator::reserve(std::uint32_t job, Slice slice) {
+  if (slice.count == 0) return;
+  if (std::uint64_t{slice.first} + slice.count > pool_)
+    throw std::invalid_argument("job " + std::to_string(job) + ": slice beyond the pool");
+  release(job);
+  for (const auto& [first, holder] : by_first_) {
+    const Slice held = by_job_.at(holder);
+    if (slice.first < held.first + held.count && held.first < slice.first + slice.count)
+      throw std::invalid_argument("job " + std::to_string(job) + ": slice overlaps job " +
+                                  std::to_string(holder) + "'s");
+  }
+  by_first_[slice.first] = job;
+  by_job_[job] = slice;
+}
+
+std::optional<Slice> SliceAllocator::allocate(std::uint32_t job, std::uint32_t count) {
+  release(job);
+  if (count == 0) return Slice{};
+  std::uint32_t gap_start = 0;  // first-fit over the gaps between held slices, in order
+  for (const auto& [first, holder] : by_first_) {
+    if (first - gap_start >= count) break;
+    gap_start = first + by_job_.at(holder).count;
+  }
+  if (std::uint64_t{gap_start} + count > pool_) return std::nullopt;
+  reserve(job, {gap_start, count});
+  return by_job_.at(job);
+}
+
+void SliceAllocator::release(std::uint32_t job) {
+  auto it = by_job_.find(job);
+  if (it == by_job_.end()) return;
+  by_first_.erase(it->second.first);
+  by_job_.erase(it);
+}
+
+std::optional<Slice> SliceAllocator::slice_of(std::uint32_t job) const {
+  auto it = by_job_.find(job);
+  return it == by_job_.end() ? std::nullopt : std::optional<Slice>(it->second);
+}
+
+std::uint32_t SliceAllocator::free_aggregators() const {
+  std::uint32_t held = 0;
+  for (const auto& [job, slice] : by_job_) held += slice.count;
+  return pool_ - held;
+}
+
+std::uint32_t SliceAllocator::largest_free_run() const {
+  std::uint32_t best = 0, gap_start = 0;
+  for (const auto& [first, holder] : by_first_) {
+    best = std::max(best, first - gap_start);
+    gap_start = first + by_job_.at(holder).count;
+  }
+  return std::max(best, pool_ - gap_start);
+}
+
+}  // namespace atp::control

@@ -1,0 +1,40 @@
+#pragma once
+// What admission hands out of a switch's pool under the static policy: contiguous slices.
+// The cluster file's derivation cuts the pool into equal slices for the jobs it names; at run
+// time a job admitted later must get aggregators nobody holds, or be refused, never a slice
+// that overlaps a running job's (which re-deriving from an edited file would give).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace atp::control {
+
+struct Slice {
+  std::uint32_t first = 0;
+  std::uint32_t count = 0;
+};
+
+class SliceAllocator {
+ public:
+  explicit SliceAllocator(std::uint32_t pool) : pool_(pool) {}
+
+  // Records the slice `job` holds (from the file's derivation); throws std::invalid_argument
+  // if it overlaps another job's or leaves the pool.
+  void reserve(std::uint32_t job, Slice slice);
+  // The lowest free run of `count` aggregators for `job` (its old slice released first), or
+  // nullopt if there is none.
+  std::optional<Slice> allocate(std::uint32_t job, std::uint32_t count);
+  void release(std::uint32_t job);
+
+  std::optional<Slice> slice_of(std::uint32_t job) const;
+  std::uint32_t free_aggregators() const;
+  std::uint32_t largest_free_run() const;
+
+ private:
+  std::uint32_t pool_;
+  std::map<std::uint32_t, std::uint32_t> by_first_;  // first -> job
+  std::map<std::uint32_t, Slice> by_job_;
+};
+
+}  // namespace atp::control
