@@ -35,7 +35,7 @@ bench: build
 sanitize: setup
 	@cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_SANITIZE=ON -DATP_PYTHON=OFF >/dev/null
 	@cmake --build build-sanitize -j $(JOBS)
-	@cd build-sanitize && ATP_PROPERTY_SEEDS=40 ctest --output-on-failure -j $(JOBS) -E daemons_integration
+	@cd build-sanitize && ATP_PROPERTY_SEEDS=40 ctest --output-on-failure -j $(JOBS) -E 'daemons_integration|p4_conformance'
 
 # ThreadSanitizer over the runtime's threaded parts: switch shard threads, Communicator I/O
 # threads and the control plane calling in from other threads.
