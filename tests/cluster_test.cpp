@@ -219,6 +219,34 @@ TEST(Cluster, CongestedQueuesMarkFragmentsNeverTheRunHandshake) {
   EXPECT_GT(r.jobs[0].workers.ecn_marks, 0u);
 }
 
+// Jobs come and go during a run: each job's switch entries are installed when it arrives and
+// removed when it is done, and under static partitioning a job arriving after another left
+// gets the aggregators it freed, while a running job's slice is never touched.
+TEST(Cluster, JobsArriveAndLeaveAndStaticSlicesAreReused) {
+  Scenario s = small();
+  s.jobs = 3;
+  s.aggregators = 16;
+  s.policy = "static";
+  auto spec = to_cluster_spec(s);
+  spec.jobs[0].plan.start = 0;
+  spec.jobs[0].plan.iterations = 1;
+  spec.jobs[1].plan.start = 0;
+  spec.jobs[1].plan.iterations = 6;
+  spec.jobs[1].plan.compute = 2 * kMillisecond;  // still running when job 2 arrives
+  spec.jobs[2].plan.start = 5 * kMillisecond;     // after job 0 left
+  const auto r = run_cluster(spec);
+  expect_exact(s, r);
+  for (const auto& j : r.jobs) {
+    EXPECT_TRUE(j.departed) << j.job;
+    EXPECT_GT(j.switches.aggregated, 0u) << j.job;  // counters kept past departure
+  }
+  ASSERT_TRUE(r.jobs[0].static_first && r.jobs[1].static_first && r.jobs[2].static_first);
+  EXPECT_EQ(*r.jobs[2].static_first, *r.jobs[0].static_first);
+  EXPECT_NE(*r.jobs[1].static_first, *r.jobs[0].static_first);
+  EXPECT_LT(r.jobs[0].completion_time, spec.jobs[2].plan.start);
+  EXPECT_GT(r.jobs[1].completion_time, spec.jobs[2].plan.start);
+}
+
 // The simulator's switches leave traces that replay through a fresh pipeline packet for packet
 // (what the P4 conformance harness feeds to BMv2).
 TEST(Cluster, SwitchTracesReplayIdentically) {

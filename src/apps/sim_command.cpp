@@ -71,6 +71,10 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--min-rto-us", s.min_rto_us,
                   "Lowest retransmission timeout (us); 0: max(200 us, 20 x link delay)")
       ->capture_default_str();
+  cmd->add_option("--arrival-gap-us", s.arrival_gap_us,
+                  "Job j arrives j x this late; each job leaves when done (its switch entries "
+                  "and static slice freed)")
+      ->capture_default_str();
   cmd->add_option("--time-limit-s", s.time_limit_s, "Simulated seconds before giving up")
       ->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();

@@ -14,6 +14,8 @@
 
 namespace atp::sim {
 
+// A job arrives at plan.start (its switch entries are installed then) and leaves when its last
+// worker finishes (they are removed, and a static slice goes back to the pool).
 struct JobSpec {
   // Workers of the job in each cluster rack (0: none there). At most 32 per rack.
   std::vector<std::uint8_t> workers_per_rack;
@@ -52,6 +54,8 @@ struct JobReport {
   engines::SwitchJobCounters switches;  // summed over every switch
   engines::PsJobCounters ps;            // summed over every PS
   double fraction_in_network = 0;   // seqs the PS received as one complete sum
+  bool departed = false;            // its switch entries were removed when it finished
+  std::optional<std::uint32_t> static_first;  // its static slice at its first rack switch
 };
 
 struct ClusterReport {

@@ -95,6 +95,7 @@ void TrainingWorkerNode::collect(Simulator& sim) {
   communication_time_ += sim.now() - allreduce_started_;
   if (++iteration_ == plan_.iterations) {
     finish_time_ = sim.now();
+    if (on_finished_) on_finished_();
     return;
   }
   computing_ = true;

@@ -2,6 +2,7 @@
 // Simulator nodes that run the real engines: a switch, a parameter server, and a training
 // worker that computes, allreduces its tensors, and checks every result against the exact sum.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -23,6 +24,7 @@ class SwitchNode : public Node {
       : switch_(config, record) {}
   engines::SwitchPipeline& pipeline() { return switch_.pipeline(); }
   void add_job(const engines::SwitchJob& job) { switch_.add_job(job); }
+  void remove_job(std::uint32_t job) { switch_.remove_job(job); }
   const conformance::Trace& trace() const { return switch_.trace(); }
   void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;
   void set_id(NodeId id) { id_ = id; }
@@ -88,6 +90,8 @@ class TrainingWorkerNode : public Node {
  public:
   TrainingWorkerNode(engines::WorkerConfig config, TrainingPlan plan, std::uint32_t job_rank,
                      JobVerifier& verifier);
+  // Called once, when the last iteration is done.
+  void on_finished(std::function<void()> f) { on_finished_ = std::move(f); }
 
   void start(Simulator& sim, NodeId self);
   void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;
@@ -117,6 +121,7 @@ class TrainingWorkerNode : public Node {
   std::vector<std::vector<float>> inputs_, outputs_;
   std::vector<std::uint32_t> tensor_ids_;
   std::size_t outstanding_ = 0;
+  std::function<void()> on_finished_;
 };
 
 }  // namespace atp::sim

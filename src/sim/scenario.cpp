@@ -18,10 +18,11 @@ std::string Scenario::command_line() const {
       "atp sim --racks {} --workers-per-rack {} --jobs {} --aggregators {} --window {} "
       "--values-per-packet {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
       "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} --policy {} "
-      "--parameter-servers {} --overflow-fraction {} --min-rto-us {} --time-limit-s {} --seed {}{}",
+      "--parameter-servers {} --overflow-fraction {} --min-rto-us {} --arrival-gap-us {} "
+      "--time-limit-s {} --seed {}{}",
       racks, workers_per_rack, jobs, aggregators, window, values_per_packet, tensor_bytes,
       iterations, compute_us, link_gbps, delay_us, loss, reorder, duplicate, ecn_threshold,
-      policy, parameter_servers, overflow_fraction, min_rto_us, time_limit_s, seed,
+      policy, parameter_servers, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
       layers.empty() ? "" : " --layers " + layers);
 }
 
@@ -47,6 +48,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   finite_in(s.compute_us, 0, 1e12, "--compute-us must be finite and 0 or more");
   finite_in(s.min_rto_us, 0, 1e9, "--min-rto-us must be finite and 0 or more");
   finite_in(s.time_limit_s, 1e-6, 1e7, "--time-limit-s must be finite and positive");
+  finite_in(s.arrival_gap_us, 0, 1e12, "--arrival-gap-us must be finite and 0 or more");
 
   ClusterSpec spec;
   if (!engines::parse_policy(s.policy, spec.policy)) bad("--policy must be atp, static or none");
@@ -92,7 +94,8 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     // Independent jobs are out of phase: each starts at a seeded offset within one compute
     // phase (all of a job's workers together).
     Rng phase(s.seed * 7919 + j);
-    job.plan.start = static_cast<Duration>(phase.uniform() * static_cast<double>(job.plan.compute));
+    job.plan.start = static_cast<Duration>(j * s.arrival_gap_us * kMicrosecond) +
+                     static_cast<Duration>(phase.uniform() * static_cast<double>(job.plan.compute));
     job.gradients.seed = s.seed * 1000003 + j;
     job.gradients.overflow_fraction = s.overflow_fraction;
     spec.jobs.push_back(job);

@@ -32,6 +32,9 @@ struct Scenario {
   unsigned parameter_servers = 1;
   double overflow_fraction = 0;  // share of gradient values too large for int32
   double min_rto_us = 0;  // 0: from the path (see to_cluster_spec)
+  // Job j arrives j x this late (its switch entries are installed then); every job leaves
+  // when its last worker is done.
+  double arrival_gap_us = 0;
   double time_limit_s = 60;
   std::uint64_t seed = 1;
 
