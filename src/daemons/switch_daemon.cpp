@@ -147,6 +147,8 @@ nlohmann::json SwitchDaemon::stats() const {
       nlohmann::json& job = jobs[std::to_string(id)];
       engines::for_each_field(*s->pipeline.job_counters(id),
                               [&](const char* name, std::uint64_t v) { job[name] = v; });
+      if (const auto slice = s->slices.slice_of(id))
+        job["static_slice"] = {slice->first, slice->count};
     }
     engines::add_counters(totals, s->pipeline.counters());
     in_use += s->pipeline.registers().in_use();

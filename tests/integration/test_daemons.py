@@ -305,6 +305,43 @@ class Loopback(unittest.TestCase):
 
 
 class ControlPlane(unittest.TestCase):
+    def test_a_static_job_admitted_later_never_overlaps_a_running_one(self):
+        directory = tempfile.mkdtemp(prefix="atp-ctl-static-")
+        try:
+            paths = {}
+            for jobs in (2, 3):
+                text, _ = cluster_toml(1, jobs, 2)
+                text = text.replace("aggregators = 64", 'aggregators = 64\npolicy = "static"', 1)
+                paths[jobs] = os.path.join(directory, f"cluster{jobs}.toml")
+                with open(paths[jobs], "w") as f:
+                    f.write(text)
+            sock = os.path.join(directory, "rack0.sock")
+            switch = subprocess.Popen([ATP, "switch", "--config", paths[2], "--name", "rack0",
+                                       "--control", sock, "--log-level", "warn"])
+            try:
+                for _ in range(50):
+                    if os.path.exists(sock):
+                        break
+                    time.sleep(0.05)
+                ctl = lambda *a: json.loads(subprocess.run(
+                    [ATP, "ctl", "--socket", sock, *a], capture_output=True, text=True).stdout)
+                slices = lambda: {int(j): s.get("static_slice")
+                                  for j, s in ctl("stats")["stats"]["jobs"].items()}
+                self.assertEqual(slices(), {1: [0, 32], 2: [32, 32]})
+                # The edited file would give job 3 a third of the pool at 42, inside job 2's.
+                refused = ctl("admit", "--config", paths[3], "--job", "3")
+                self.assertFalse(refused["ok"])
+                self.assertIn("no free run of 21 aggregators", refused["error"])
+                self.assertEqual(slices(), {1: [0, 32], 2: [32, 32]})
+                self.assertTrue(ctl("remove", "--job", "2")["ok"])
+                self.assertTrue(ctl("admit", "--config", paths[3], "--job", "3")["ok"])
+                self.assertEqual(slices(), {1: [0, 32], 3: [32, 21]})
+            finally:
+                switch.terminate()
+                switch.wait(timeout=10)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
     def test_ctl_lists_removes_and_admits_jobs_and_metrics_are_served(self):
         directory = tempfile.mkdtemp(prefix="atp-ctl-")
         try:
