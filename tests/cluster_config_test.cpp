@@ -184,6 +184,10 @@ TEST(ClusterConfig, SizesBeyondTheHeadersFieldsAreRejected) {
   // Found by the config fuzzer: accepted by the file, then refused by the switch at start.
   expect_rejected(std::string(kSwitch) + "values_per_aggregator = 2256\n" + kPs, "values_per_aggregator");
   expect_rejected(std::string(kSwitch) + "passes = 3\n" + kPs, "passes must divide");
+  // A float where an integer belongs is refused, not cast (2.7e84 overflowed int64: UB).
+  expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 1\ntoken = 2718E81" + one_worker,
+                  "must be an integer");
+  expect_rejected(std::string(kSwitch) + "aggregators = 64.0\n" + kPs, "must be an integer");
 }
 
 }  // namespace

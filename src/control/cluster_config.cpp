@@ -25,7 +25,9 @@ template <typename T>
 T number(const toml::table& t, const char* key, T fallback, const std::string& where) {
   const toml::node* n = t.get(key);
   if (n == nullptr) return fallback;
-  if (auto v = n->value<std::int64_t>()) {
+  // Only an integer node is read as an integer: toml++ would cast a float node itself, which
+  // is undefined for one beyond int64 (found by the config fuzzer: token = 2718E81).
+  if (auto v = n->is_integer() ? n->value<std::int64_t>() : std::nullopt) {
     if (*v < 0) fail(where, std::string(key) + " must not be negative");
     if constexpr (std::is_integral_v<T>) {
       if (static_cast<std::uint64_t>(*v) > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
@@ -35,6 +37,8 @@ T number(const toml::table& t, const char* key, T fallback, const std::string& w
   }
   if constexpr (std::is_floating_point_v<T>) {
     if (auto v = n->value<double>()) return static_cast<T>(*v);
+  } else {
+    if (n->is_floating_point()) fail(where, std::string(key) + " must be an integer");
   }
   fail(where, std::string(key) + " must be a number");
 }
