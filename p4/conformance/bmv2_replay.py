@@ -136,7 +136,11 @@ class Switch:
             for name in (f"sw{p}", f"h{p}"):
                 sh("ip", "link", "set", name, "mtu", "9000", "up")
         interfaces = [arg for p in self.ports for arg in ("-i", f"{p}@sw{p}")]
-        self.proc = subprocess.Popen(["simple_switch", "--thrift-port", "9090", *interfaces,
+        # The notifications socket lives in the shared /tmp, not in the namespace: its own name.
+        self.notifications = f"/tmp/atp-p4-replay-{os.getpid()}.ipc"
+        notifications = "ipc://" + self.notifications
+        self.proc = subprocess.Popen(["simple_switch", "--thrift-port", "9090",
+                                      "--notifications-addr", notifications, *interfaces,
                                       program], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         for _ in range(100):
@@ -194,6 +198,8 @@ class Switch:
         self.cli.close()
         self.proc.terminate()
         self.proc.wait(timeout=10)
+        if os.path.exists(self.notifications):
+            os.unlink(self.notifications)
         for p in self.ports:
             subprocess.run(["ip", "link", "del", f"sw{p}"], stderr=subprocess.DEVNULL)
 
