@@ -18,6 +18,8 @@ TEST(SliceAllocator, HandsOutFreeRunsFirstFitAndNeverOverlaps) {
   ASSERT_TRUE(s);
   EXPECT_EQ(s->first, 16u);  // the gap between jobs 1 and 2
   EXPECT_FALSE(a.allocate(4, 32));  // 16 free in one run only
+  EXPECT_FALSE(a.allocate(3, 40));  // refused: job 3 keeps the slice it held
+  EXPECT_EQ(a.slice_of(3)->first, 16u);
   EXPECT_EQ(a.free_aggregators(), 16u);
   EXPECT_EQ(a.largest_free_run(), 16u);
   a.release(2);

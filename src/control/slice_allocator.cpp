@@ -20,6 +20,7 @@ void SliceAllocator::reserve(std::uint32_t job, Slice slice) {
 }
 
 std::optional<Slice> SliceAllocator::allocate(std::uint32_t job, std::uint32_t count) {
+  const std::optional<Slice> old = slice_of(job);
   release(job);
   if (count == 0) return Slice{};
   std::uint32_t gap_start = 0;  // first-fit over the gaps between held slices, in order
@@ -27,7 +28,10 @@ std::optional<Slice> SliceAllocator::allocate(std::uint32_t job, std::uint32_t c
     if (first - gap_start >= count) break;
     gap_start = first + by_job_.at(holder).count;
   }
-  if (std::uint64_t{gap_start} + count > pool_) return std::nullopt;
+  if (std::uint64_t{gap_start} + count > pool_) {
+    if (old) reserve(job, *old);  // refused: the job keeps what it held
+    return std::nullopt;
+  }
   reserve(job, {gap_start, count});
   return by_job_.at(job);
 }

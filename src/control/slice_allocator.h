@@ -22,8 +22,8 @@ class SliceAllocator {
   // Records the slice `job` holds (from the file's derivation); throws std::invalid_argument
   // if it overlaps another job's or leaves the pool.
   void reserve(std::uint32_t job, Slice slice);
-  // The lowest free run of `count` aggregators for `job` (its old slice released first), or
-  // nullopt if there is none.
+  // The lowest free run of `count` aggregators for `job` (its own old slice counts as free),
+  // or nullopt if there is none; then the job keeps the slice it held.
   std::optional<Slice> allocate(std::uint32_t job, std::uint32_t count);
   void release(std::uint32_t job);
 

@@ -101,10 +101,8 @@ void SwitchDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t jo
 // the jobs it names, which would overlap what running jobs hold; the allocator gives a free run.
 void SwitchDaemon::install(Shard& s, engines::SwitchJob job) {
   if (s.pipeline.config().policy == engines::Policy::static_partition && job.static_count > 0) {
-    const auto old = s.slices.slice_of(job.job);
     const auto slice = s.slices.allocate(job.job, job.static_count);
     if (!slice) {
-      if (old) s.slices.reserve(job.job, *old);  // a failed re-admission keeps what it had
       throw std::invalid_argument(
           "switch '" + name_ + "': no free run of " + std::to_string(job.static_count) +
           " aggregators for job " + std::to_string(job.job) + "'s static slice (" +

@@ -65,8 +65,7 @@ void Simulator::send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes
   const double bytes_per_ns = spec.gbps / 8;
   const Time start = std::max(now_, link.busy_until);
   if (spec.gbps > 0) {
-    const auto queued = static_cast<std::size_t>(static_cast<double>(start - now_) * bytes_per_ns);
-    if (queued + bytes.size() > spec.queue_bytes) {
+    if (queued_bytes(link) + bytes.size() > spec.queue_bytes) {
       ++link.counters.tail_dropped;
       return;
     }
@@ -87,13 +86,16 @@ void Simulator::send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes
   schedule(arrive, to, from, packet);
 }
 
+// What waits on the link now: the time it stays busy, at its rate.
+std::size_t Simulator::queued_bytes(const Link& link) const {
+  if (link.spec.gbps <= 0) return 0;
+  const Duration busy = std::max<Time>(0, link.busy_until - now_);
+  return static_cast<std::size_t>(static_cast<double>(busy) * link.spec.gbps / 8);
+}
+
 bool Simulator::queue_above_ecn(NodeId from, NodeId to) const {
   auto it = links_.find(key(from, to));
-  if (it == links_.end() || it->second.spec.gbps <= 0) return false;
-  const Link& link = it->second;
-  const double bytes_per_ns = link.spec.gbps / 8;
-  const auto queued = static_cast<double>(std::max<Time>(0, link.busy_until - now_)) * bytes_per_ns;
-  return queued > static_cast<double>(link.spec.ecn_bytes);
+  return it != links_.end() && queued_bytes(it->second) > it->second.spec.ecn_bytes;
 }
 
 void Simulator::arm_timer(NodeId node, Time at) {

@@ -92,6 +92,7 @@ class Simulator {
     }
   };
 
+  std::size_t queued_bytes(const Link& link) const;
   void schedule(Time at, NodeId node, NodeId from, std::uint32_t packet);
   std::uint32_t store(std::span<const std::uint8_t> bytes);
   void record(const Event& e);

@@ -304,6 +304,16 @@ class Loopback(unittest.TestCase):
             c.close()
 
 
+def control_client(sock):
+    """Waits for a daemon's control socket; returns ctl(*args) -> its JSON answer."""
+    for _ in range(50):
+        if os.path.exists(sock):
+            break
+        time.sleep(0.05)
+    return lambda *a: json.loads(subprocess.run(
+        [ATP, "ctl", "--socket", sock, *a], capture_output=True, text=True).stdout)
+
+
 class ControlPlane(unittest.TestCase):
     def test_a_static_job_admitted_later_never_overlaps_a_running_one(self):
         directory = tempfile.mkdtemp(prefix="atp-ctl-static-")
@@ -319,12 +329,7 @@ class ControlPlane(unittest.TestCase):
             switch = subprocess.Popen([ATP, "switch", "--config", paths[2], "--name", "rack0",
                                        "--control", sock, "--log-level", "warn"])
             try:
-                for _ in range(50):
-                    if os.path.exists(sock):
-                        break
-                    time.sleep(0.05)
-                ctl = lambda *a: json.loads(subprocess.run(
-                    [ATP, "ctl", "--socket", sock, *a], capture_output=True, text=True).stdout)
+                ctl = control_client(sock)
                 slices = lambda: {int(j): s.get("static_slice")
                                   for j, s in ctl("stats")["stats"]["jobs"].items()}
                 self.assertEqual(slices(), {1: [0, 32], 2: [32, 32]})
@@ -355,12 +360,7 @@ class ControlPlane(unittest.TestCase):
                                        "--control", sock, "--metrics-port", str(metrics_port),
                                        "--log-level", "warn"])
             try:
-                for _ in range(50):
-                    if os.path.exists(sock):
-                        break
-                    time.sleep(0.05)
-                ctl = lambda *a: json.loads(subprocess.run(
-                    [ATP, "ctl", "--socket", sock, *a], capture_output=True, text=True).stdout)
+                ctl = control_client(sock)
                 self.assertEqual(sorted(ctl("list")["jobs"]), [1, 2])
                 self.assertTrue(ctl("remove", "--job", "2")["ok"])
                 self.assertEqual(ctl("list")["jobs"], [1])
