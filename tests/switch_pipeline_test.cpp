@@ -196,33 +196,73 @@ TEST_F(RackSwitch, SameJobOtherSeqInTheSameAggregatorCollides) {
   EXPECT_TRUE(header_of(p).has(flag::kCollision));
 }
 
-TEST_F(RackSwitch, SeqAWindowLaterReclaimsAStaleAggregator) {
+// An aggregator left behind (here seq 0, whose other worker never comes) keeps colliding with
+// the job's later seqs until its claim is stale_after old; then the next claim takes it over.
+TEST_F(RackSwitch, AnOrphanIsTakenOverOnceItsClaimIsStale) {
   auto old = make_packet(worker(0, {1}));
   run(old);
   PacketSpec s = worker(0, {5});
-  s.seq = 4;  // window is 4: seq 0 is finished at the PS for sure
+  s.seq = 4;
   auto p = make_packet(s);
-  EXPECT_EQ(run(p).action, Action::drop);
+  ASSERT_EQ(run(p).action, Action::port);
+  EXPECT_TRUE(header_of(p).has(flag::kCollision));
+  now += sw->pipeline().config().stale_after;
+  auto q = make_packet(s);
+  EXPECT_EQ(run(q).action, Action::drop);  // claimed: waits for worker 1
   EXPECT_EQ(agg().owner.lo, 4u);
-  EXPECT_EQ(counters().stale_reclaimed, 1u);
+  EXPECT_EQ(agg().bitmap, 0b01u);
+  EXPECT_EQ(counters().expired, 1u);
 }
 
-TEST_F(RackSwitch, AnotherRunOfTheJobReclaimsWhatTheOldRunHeld) {
+// Half of stale_after is never enough: the clock ticks in halves of it.
+TEST_F(RackSwitch, AClaimYoungerThanHalfOfStaleAfterIsNeverTakenOver) {
+  auto old = make_packet(worker(0, {1}));
+  run(old);
+  now += sw->pipeline().config().stale_after / 2 - 1;
+  PacketSpec s = worker(0, {5});
+  s.job = 2;
+  auto p = make_packet(s);
+  ASSERT_EQ(run(p).action, Action::port);
+  EXPECT_TRUE(header_of(p).has(flag::kCollision));
+  EXPECT_EQ(agg().owner.job(), 1u);
+}
+
+TEST_F(RackSwitch, AnotherRunOfTheJobCollidesUntilTheOldRunsClaimIsStale) {
   auto a = make_packet(worker(0, {1}));  // run 0, seq 0: claims, never completes (workers died)
   run(a);
   PacketSpec s = worker(1, {7});
-  s.tensor = proto::wire_tensor(1, 0);  // run 1, seq 0 again
+  s.tensor = proto::wire_tensor(1, 0);  // run 1, seq 0 again: never added to run 0's sum
   auto p = make_packet(s);
-  EXPECT_EQ(run(p).action, Action::drop);  // claimed afresh, not added to run 0's partial sum
-  EXPECT_EQ(agg().owner.run(), 1);
-  EXPECT_EQ(agg().bitmap, 0b10u);
-  EXPECT_EQ(counters().stale_reclaimed, 1u);
-  // Runs are not ordered: a delayed packet of run 0 takes the aggregator back in turn, and run
-  // 1's partial sum goes nowhere (its workers' resends reach the PS): never a mixed sum.
-  auto late = make_packet(worker(0, {1}));
-  EXPECT_EQ(run(late).action, Action::drop);
+  ASSERT_EQ(run(p).action, Action::port);
+  EXPECT_TRUE(header_of(p).has(flag::kCollision));
   EXPECT_EQ(agg().owner.run(), 0);
   EXPECT_EQ(agg().bitmap, 0b01u);
+  now += sw->pipeline().config().stale_after;
+  auto q = make_packet(s);
+  EXPECT_EQ(run(q).action, Action::drop);  // taken over afresh
+  EXPECT_EQ(agg().owner.run(), 1);
+  EXPECT_EQ(agg().bitmap, 0b10u);
+  EXPECT_EQ(counters().expired, 1u);
+}
+
+// The seq stage frees before the identity stage can look: a result of job 2 for seq 0, routed
+// to the aggregator job 1 holds for seq 0, frees it. Job 1's partial sum is given up, never
+// mixed into anything: its next fragment starts afresh and its resends go to the PS.
+TEST_F(RackSwitch, AResultOfAnotherJobForTheSameSeqFreesButNeverMixes) {
+  auto mine = make_packet(worker(0, {1}));
+  run(mine);
+  PacketSpec r;
+  r.job = 2;
+  r.flags = flag::kResult;
+  r.values = {50};
+  r.workers = 0;
+  auto result = make_packet(r);
+  EXPECT_EQ(run(result).action, Action::multicast);
+  EXPECT_FALSE(agg().valid());
+  auto b = make_packet(worker(1, {2}));
+  EXPECT_EQ(run(b).action, Action::drop);  // claims afresh: holds worker 1's 2 only
+  EXPECT_EQ(agg().bitmap, 0b10u);
+  EXPECT_EQ(agg().values[0], 2);
 }
 
 TEST_F(RackSwitch, ResendFlushesPartialPlusItsOwnValuesAndFrees) {

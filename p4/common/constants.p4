@@ -42,11 +42,12 @@ const bit<8> CLASS_COLLIDE   = 5;
 const bit<8> CLASS_FLUSH     = 6;
 const bit<8> CLASS_AGGREGATE = 7;
 
-// Owner stage outcomes (engines::OwnerOutcome).
-const bit<8> OWNER_CLAIMED   = 0;
-const bit<8> OWNER_RECLAIMED = 1;
-const bit<8> OWNER_SAME      = 2;
-const bit<8> OWNER_OTHER     = 3;
+// Seq stage outcomes (engines::SeqOutcome), and the identity stage's verdict on a freed one.
+// (The values are what a Tofino stateful ALU can return as its predicate: 0, 1, 2, 4.)
+const bit<8> SEQ_OTHER      = 0;
+const bit<8> SEQ_CLAIMED    = 1;
+const bit<8> SEQ_SAME       = 2;
+const bit<8> SEQ_TAKEN_OVER = 4;
 
 // Register updates (engines::Update), plus the flush's add-into-packet.
 const bit<8> UPDATE_START       = 0;

@@ -68,7 +68,6 @@ struct atp_meta_t {
     bit<8>  level;
     bit<32> pool_mask;       // pool size - 1 (the P4 programs need a power of two)
     bit<16> max_values;      // K
-    bit<32> stale_units;     // stale_after in 65.536 us units
     bit<8>  policy;
     // validation (proto::decode)
     bit<1>  malformed;
@@ -100,11 +99,15 @@ struct atp_meta_t {
     bit<32> index;
     bit<32> contributor;     // the fragment's bit at this level (or a resend's named bit)
     // register stages
-    bit<32> tag_hi;          // valid | job[14:0] | run
-    bit<32> now_units;
-    bit<8>  owner;
+    bit<32> owner_id;        // job[14:0] << 16 | run
+    bit<32> claim_epoch;     // the claim clock (ClaimClock)
+    bit<32> expired_at_or_before;  // claim_epoch - 2: a claim stamped then is stale_after old
+    bit<8>  owner;           // SEQ_* outcome of the seq stage
     bit<1>  claiming;
-    bit<1>  expired;
+    bit<8>  packet_ecn;      // the packet's ecn and wrapped flags as bytes (TNA's sticky ALUs)
+    bit<8>  packet_wrapped;
+    bit<8>  ecn_byte;        // what the sticky registers returned (TNA)
+    bit<8>  wrapped_byte;
     bit<1>  size_ok;
     bit<8>  update;
     bit<32> bitmap_before;

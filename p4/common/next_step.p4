@@ -23,9 +23,9 @@ control NextStep(inout headers_t hdr, inout atp_meta_t meta) {
         } else if (c == CLASS_COLLIDE) {
             meta.next_step = STEP_COLLIDE_UP;
         } else if (c == CLASS_FLUSH) {
-            meta.next_step = (meta.owner == OWNER_SAME && meta.size_ok == 1) ? STEP_FLUSH_UP
+            meta.next_step = (meta.owner == SEQ_SAME && meta.size_ok == 1) ? STEP_FLUSH_UP
                                                                               : STEP_PASS_UP;
-        } else if (meta.owner == OWNER_OTHER || meta.size_ok == 0) {
+        } else if (meta.owner == SEQ_OTHER || meta.size_ok == 0) {
             meta.next_step = STEP_COLLIDE_UP;
         } else if (meta.duplicate == 1) {
             meta.next_step = complete ? STEP_EMIT_SUM : STEP_DROP_DUPLICATE;

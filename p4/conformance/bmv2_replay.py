@@ -241,17 +241,16 @@ class Replay:
         cli.run(f"mc_node_destroy {node}")
         cli.run(f"mc_mgrp_destroy {group}")
         self.groups.pop(group, None)
-        # The control plane frees the job's aggregators: owner tags naming it are cleared.
-        out = cli.run("register_read AtpIngress.aggregator.owner_hi")
+        # The control plane frees the job's aggregators: those whose owner_id names it.
+        out = cli.run("register_read AtpIngress.aggregator.owner_id")
         values = [int(v) for v in out.split("=", 1)[1].replace(",", " ").split()]
-        for i, hi in enumerate(values):
-            if hi >> 31 and (hi >> 16) & 0x7FFF == job:
-                cli.run(f"register_write AtpIngress.aggregator.owner_hi {i} 0")
-                cli.run(f"register_write AtpIngress.aggregator.owner_lo {i} 0")
+        for i, owner in enumerate(values):
+            if (owner >> 16) & 0x7FFF == job:
+                cli.run(f"register_write AtpIngress.aggregator.owner_epoch {i} 0")
 
     def packet(self, number, record):
         cli = self.switch.cli
-        cli.run(f"register_write AtpIngress.test_clock 0 {(record['time_ns'] >> 16) & 0xFFFFFFFF}")
+        cli.run(f"register_write AtpIngress.claim_epoch 0 {self.entries['claim_epochs'][number]}")
         cli.run(f"register_write AtpEgress.ecn_mark_all 0 {1 if record['congested'] else 0}")
         got = self.switch.send_and_collect(record["ingress_port"], bytes.fromhex(record["in"]))
         verdict = record["verdict"]

@@ -9,60 +9,50 @@
 #include "values.p4"
 
 control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
-    register<bit<32>>(ATP_POOL) owner_hi;    // valid | job[14:0] | run
-    register<bit<32>>(ATP_POOL) owner_lo;    // seq
-    register<bit<32>>(ATP_POOL) claimed_at;  // 65.536 us units
+    register<bit<32>>(ATP_POOL) owner_seq;    // the pair's lo: seq
+    register<bit<32>>(ATP_POOL) owner_epoch;  // the pair's hi: claim epoch, 0 = free
+    register<bit<32>>(ATP_POOL) owner_id;     // job[14:0] << 16 | run
     register<bit<16>>(ATP_POOL) value_count;
     register<bit<32>>(ATP_POOL) bitmap;
     register<bit<8>>(ATP_POOL) count;
     register<bit<1>>(ATP_POOL) ecn;
     register<bit<1>>(ATP_POOL) wrapped;
 
-    // owner.claim_or_match
-    action owner_claim_or_match() {
-        bit<32> hi;
-        bit<32> lo;
-        owner_hi.read(hi, meta.index);
-        owner_lo.read(lo, meta.index);
-        int<32> distance = (int<32>)(hdr.atp.seq - lo);
-        if (hi[31:31] == 0) {
-            meta.owner = OWNER_CLAIMED;
-        } else if (hi == meta.tag_hi && lo == hdr.atp.seq) {
-            meta.owner = OWNER_SAME;
-        } else if (hi == meta.tag_hi) {
-            // the job sending seq + window proves seq finished
-            meta.owner = distance >= (int<32>)meta.window ? OWNER_RECLAIMED : OWNER_OTHER;
-        } else if (hi[30:16] == meta.tag_hi[30:16]) {
-            meta.owner = OWNER_RECLAIMED;  // another run of the job gives way
+    // owner_seq.claim_or_match: two conditions, as one Tofino 1 stateful ALU decides.
+    action owner_seq_claim_or_match() {
+        bit<32> seq;
+        bit<32> epoch;
+        owner_seq.read(seq, meta.index);
+        owner_epoch.read(epoch, meta.index);
+        if (epoch <= meta.expired_at_or_before) {
+            meta.owner = epoch == 0 ? SEQ_CLAIMED : SEQ_TAKEN_OVER;
+            seq = hdr.atp.seq;
+            epoch = meta.claim_epoch;
         } else {
-            meta.owner = OWNER_OTHER;
+            meta.owner = seq == hdr.atp.seq ? SEQ_SAME : SEQ_OTHER;
         }
-        // BMv2 actions call externs unconditionally: write back what is to stay.
-        bool claim = meta.owner == OWNER_CLAIMED || meta.owner == OWNER_RECLAIMED;
-        owner_hi.write(meta.index, claim ? meta.tag_hi : hi);
-        owner_lo.write(meta.index, claim ? hdr.atp.seq : lo);
+        owner_seq.write(meta.index, seq);
+        owner_epoch.write(meta.index, epoch);
     }
 
-    // owner.match_and_free
-    action owner_match_and_free() {
-        bit<32> hi;
-        bit<32> lo;
-        owner_hi.read(hi, meta.index);
-        owner_lo.read(lo, meta.index);
-        bool mine = hi == meta.tag_hi && lo == hdr.atp.seq;
-        meta.owner = mine ? OWNER_SAME : OWNER_OTHER;
-        owner_hi.write(meta.index, mine ? 32w0 : hi);
-        owner_lo.write(meta.index, mine ? 32w0 : lo);
+    // owner_seq.match_and_free: frees what holds the packet's seq (the identity stage is next).
+    action owner_seq_match_and_free() {
+        bit<32> seq;
+        bit<32> epoch;
+        owner_seq.read(seq, meta.index);
+        owner_epoch.read(epoch, meta.index);
+        bool mine = epoch != 0 && seq == hdr.atp.seq;
+        meta.owner = mine ? SEQ_SAME : SEQ_OTHER;
+        owner_epoch.write(meta.index, mine ? 32w0 : epoch);
     }
 
-    // claimed_at.expired: a claim stamps; a join of a claim stale_units old restamps.
-    action claimed_at_expired() {
-        bit<32> stamp;
-        claimed_at.read(stamp, meta.index);
-        meta.expired = (meta.claiming == 0 && meta.now_units - stamp >= meta.stale_units)
-                       ? 1w1 : 1w0;
-        claimed_at.write(meta.index,
-                         (meta.claiming == 1 || meta.expired == 1) ? meta.now_units : stamp);
+    action owner_id_write() { owner_id.write(meta.index, meta.owner_id); }
+
+    // owner_id.matches: a seq match of another job or run is not ours.
+    action owner_id_matches() {
+        bit<32> id;
+        owner_id.read(id, meta.index);
+        if (id != meta.owner_id) { meta.owner = SEQ_OTHER; }
     }
 
     action value_count_matches() {
@@ -115,9 +105,8 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
     ValueLanes() lanes;
 
     apply {
-        meta.owner = OWNER_OTHER;
+        meta.owner = SEQ_OTHER;
         meta.claiming = 0;
-        meta.expired = 0;
         meta.size_ok = 1;
         meta.update = UPDATE_NONE;
         meta.duplicate = 0;
@@ -128,11 +117,12 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
         meta.ecn_after = 0;
         meta.wrapped_after = 0;
         if (meta.packet_class == CLASS_AGGREGATE) {
-            owner_claim_or_match();
-            if (meta.owner != OWNER_OTHER) {
-                meta.claiming = meta.owner == OWNER_SAME ? 1w0 : 1w1;
-                claimed_at_expired();
-                meta.claiming = meta.claiming | meta.expired;
+            owner_seq_claim_or_match();
+            if (meta.owner != SEQ_OTHER) {
+                meta.claiming = meta.owner == SEQ_SAME ? 1w0 : 1w1;
+                if (meta.claiming == 1) { owner_id_write(); } else { owner_id_matches(); }
+            }
+            if (meta.owner != SEQ_OTHER) {
                 value_count_matches();
                 if (meta.size_ok == 1) {
                     meta.update = meta.claiming == 1 ? UPDATE_START : UPDATE_ADD;
@@ -147,8 +137,9 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
             }
         } else if (meta.packet_class == CLASS_FLUSH) {
             // A resend frees the aggregator it names and carries its partial sum up.
-            owner_match_and_free();
-            if (meta.owner == OWNER_SAME) {
+            owner_seq_match_and_free();
+            if (meta.owner == SEQ_SAME) { owner_id_matches(); }
+            if (meta.owner == SEQ_SAME) {
                 value_count_matches();
                 if (meta.size_ok == 1) {
                     meta.update = UPDATE_READ;
@@ -168,7 +159,8 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
                 }
             }
         } else if (meta.packet_class == CLASS_RESULT && meta.has_index == 1) {
-            owner_match_and_free();  // a result or float request frees what it names
+            owner_seq_match_and_free();  // a result or float request frees what it names
+            if (meta.owner == SEQ_SAME) { owner_id_matches(); }
         }
     }
 }

@@ -58,25 +58,22 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
     Classify() classify;
     AggregatorStages() aggregator;
     NextStep() next_step;
-    // The claim clock, written by the control plane when replaying a trace (profile flag).
-    register<bit<32>>(1) test_clock;
+    // The claim clock (engines::ClaimClock): the control plane writes the epoch, counted from
+    // 2, every stale_after / 2. Never written (0) reads as 2: nothing is ever taken over.
+    register<bit<32>>(1) claim_epoch;
     // Packets per next step: the counters' one place.
     counter(STEPS, CounterType.packets) next_steps;
-    bit<1> clock_from_register = 0;
 
     // The switch profile (SwitchConfig), one default action set by the control plane.
-    action set_profile(bit<8> level, bit<32> pool_mask, bit<16> max_values,
-                       bit<32> stale_units, bit<8> policy, bit<1> clock_register) {
+    action set_profile(bit<8> level, bit<32> pool_mask, bit<16> max_values, bit<8> policy) {
         meta.level = level;
         meta.pool_mask = pool_mask;
         meta.max_values = max_values;
-        meta.stale_units = stale_units;
         meta.policy = policy;
-        clock_from_register = clock_register;
     }
     table profile {
         actions = { set_profile; }
-        default_action = set_profile(LEVEL_RACK, ATP_POOL - 1, ATP_LANES, 15258, POLICY_ATP, 0);
+        default_action = set_profile(LEVEL_RACK, ATP_POOL - 1, ATP_LANES, POLICY_ATP);
     }
 
     // Everything that is not ATP: plain IPv4 forwarding.
@@ -104,12 +101,10 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
         if (sm.parser_error == error.NoError) { validate.apply(hdr, meta); }
         if (meta.malformed == 0) { job_table.apply(hdr, meta, sm.ingress_port); }
         classify.apply(hdr, meta);
-        meta.tag_hi = 1w1 ++ hdr.atp.job[14:0] ++ hdr.atp.tensor[31:16];
-        if (clock_from_register == 1) {
-            test_clock.read(meta.now_units, 0);
-        } else {
-            meta.now_units = (bit<32>)((sm.ingress_global_timestamp * 1000) >> 16);
-        }
+        meta.owner_id = 1w0 ++ hdr.atp.job[14:0] ++ hdr.atp.tensor[31:16];
+        claim_epoch.read(meta.claim_epoch, 0);
+        if (meta.claim_epoch < 2) { meta.claim_epoch = 2; }
+        meta.expired_at_or_before = meta.claim_epoch - 2;
         aggregator.apply(hdr, meta);
         next_step.apply(hdr, meta);
         next_steps.count((bit<32>)meta.next_step);

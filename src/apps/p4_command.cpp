@@ -30,17 +30,24 @@ void print_cluster_entries(const P4ConfigOptions& o) {
     for (const auto& line : control::bmv2_job(job, node++)) std::cout << line << "\n";
 }
 
-// JSON for the harness: the profile, then for each trace event that adds a job (by its index
-// among the trace's events) that job's commands. Node handles are left to the harness.
+// JSON for the harness: the profile, for each trace event that adds a job (by its index among
+// the trace's events) that job's commands (node handles are left to the harness), and each
+// packet's claim epoch.
 void print_trace_entries(const P4ConfigOptions& o) {
   const conformance::Trace trace = conformance::read_trace_file(o.trace);
   nlohmann::json out;
-  out["profile"] = control::bmv2_profile(trace.setup, /*clock_from_register=*/true);
+  out["profile"] = control::bmv2_profile(trace.setup);
   nlohmann::json jobs = nlohmann::json::object();
   for (std::size_t i = 0; i < trace.events.size(); ++i)
     if (const auto* job = std::get_if<engines::SwitchJob>(&trace.events[i]))
       jobs[std::to_string(i)] = control::bmv2_job(*job, 0);
   out["jobs"] = jobs;
+  // The claim epoch the control plane has written when each packet arrives.
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& event : trace.events)
+    if (const auto* packet = std::get_if<conformance::PacketRecord>(&event))
+      epochs.push_back(engines::claim_clock(packet->time, trace.setup.stale_after).epoch);
+  out["claim_epochs"] = epochs;
   std::cout << out.dump() << "\n";
 }
 

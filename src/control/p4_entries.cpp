@@ -43,19 +43,13 @@ void check_ports(const engines::SwitchJob& job, const P4Limits& limits) {
             fmt::format("job {}: port {} is beyond the target's {} ports", job.job, p, limits.ports));
 }
 
-std::uint32_t stale_units(const engines::SwitchConfig& c) {
-  return static_cast<std::uint32_t>(c.stale_after >> 16);
-}
-
 }  // namespace
 
-std::vector<std::string> bmv2_profile(const engines::SwitchConfig& c, bool clock_from_register,
-                                      const P4Limits& limits) {
+std::vector<std::string> bmv2_profile(const engines::SwitchConfig& c, const P4Limits& limits) {
   check_profile(c, limits);
-  return {fmt::format("table_set_default AtpIngress.profile AtpIngress.set_profile {} {} {} {} {} {}",
+  return {fmt::format("table_set_default AtpIngress.profile AtpIngress.set_profile {} {} {} {}",
                       static_cast<int>(c.level), c.pool_size == 0 ? 0 : c.pool_size - 1,
-                      c.values_per_packet(), stale_units(c), static_cast<int>(c.policy),
-                      clock_from_register ? 1 : 0)};
+                      c.values_per_packet(), static_cast<int>(c.policy))};
 }
 
 std::vector<std::string> bmv2_job(const engines::SwitchJob& job, unsigned node_handle,

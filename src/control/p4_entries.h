@@ -17,10 +17,9 @@ struct P4Limits {
   std::uint32_t ports = 512;         // 9-bit port numbers
 };
 
-// The profile: level, pool mask, K, stale_after, policy. `clock_from_register` makes the v1model
-// program read its claim clock from register AtpIngress.test_clock (trace replay only).
+// The profile: level, pool mask, K, policy. (stale_after is the control plane's: it writes the
+// claim epoch, register AtpIngress.claim_epoch, every stale_after / 2.)
 std::vector<std::string> bmv2_profile(const engines::SwitchConfig& config,
-                                      bool clock_from_register = false,
                                       const P4Limits& limits = {});
 // One job's table entries and multicast group. The group's node is associated by handle
 // `node_handle` (BMv2 numbers nodes 0, 1, ... in creation order on a fresh switch).

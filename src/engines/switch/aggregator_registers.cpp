@@ -7,41 +7,35 @@ namespace atp::engines {
 
 AggregatorRegisters::AggregatorRegisters(std::uint32_t size, std::uint16_t values_per_pass,
                                          std::uint8_t passes)
-    : owner_(size), claimed_at_(size), value_count_(size), bitmap_(size), count_(size),
+    : owner_(size), claim_epoch_(size), value_count_(size), bitmap_(size), count_(size),
       ecn_(size), wrapped_(size),
       values_(passes, std::vector<std::int32_t>(std::size_t{size} * values_per_pass)),
       values_per_pass_(values_per_pass), passes_(passes) {}
 
-OwnerOutcome AggregatorRegisters::owner_claim_or_match(std::uint32_t i, OwnerTag tag,
-                                                       std::uint32_t window) {
-  OwnerTag& held = owner_[i];
-  if (!held.valid()) {
-    held = tag;
-    return OwnerOutcome::claimed;
+// Two conditions, as a Tofino 1 stateful ALU has: claimable (hi <= expired_at_or_before, which
+// holds for free ones: epochs start at 2) and lo == seq.
+SeqOutcome AggregatorRegisters::owner_seq_claim_or_match(std::uint32_t i, std::uint32_t seq,
+                                                         ClaimClock clock) {
+  std::uint32_t& epoch = claim_epoch_[i];
+  if (epoch <= clock.expired_at_or_before()) {
+    const bool was_free = epoch == 0;
+    epoch = clock.epoch;
+    owner_[i].lo = seq;
+    return was_free ? SeqOutcome::claimed : SeqOutcome::taken_over;
   }
-  if (held == tag) return OwnerOutcome::same;
-  // The same job: another run gives way, and so does a seq a window back, since the job's
-  // sending seq + window proves seq finished at the PS.
-  const bool stale = held.hi == tag.hi
-                         ? seq_distance(tag.lo, held.lo) >= static_cast<std::int32_t>(window)
-                         : held.job() == tag.job();
-  if (!stale) return OwnerOutcome::other;
-  held = tag;
-  return OwnerOutcome::reclaimed;
+  return owner_[i].lo == seq ? SeqOutcome::same_seq : SeqOutcome::other;
 }
 
-bool AggregatorRegisters::owner_match_and_free(std::uint32_t i, OwnerTag tag) {
-  if (owner_[i] != tag) return false;
-  owner_[i] = OwnerTag{};
+bool AggregatorRegisters::owner_seq_match_and_free(std::uint32_t i, std::uint32_t seq) {
+  if (claim_epoch_[i] == 0 || owner_[i].lo != seq) return false;
+  claim_epoch_[i] = 0;
   return true;
 }
 
-bool AggregatorRegisters::claimed_at_expired(std::uint32_t i, bool claiming,
-                                             std::uint32_t now_units, std::uint32_t stale_units) {
-  std::uint32_t& stamp = claimed_at_[i];
-  const bool expired = !claiming && now_units - stamp >= stale_units;
-  if (claiming || expired) stamp = now_units;
-  return expired;
+void AggregatorRegisters::owner_id_write(std::uint32_t i, std::uint32_t id) { owner_[i].hi = id; }
+
+bool AggregatorRegisters::owner_id_matches(std::uint32_t i, std::uint32_t id) {
+  return owner_[i].hi == id;
 }
 
 bool AggregatorRegisters::value_count_matches(std::uint32_t i, bool claiming,
@@ -117,18 +111,18 @@ bool AggregatorRegisters::values_pass_into_packet(std::uint32_t pass, std::uint3
 }
 
 void AggregatorRegisters::free_job(std::uint32_t job) {
-  for (OwnerTag& tag : owner_)
-    if (tag.valid() && tag.job() == job) tag = OwnerTag{};
+  for (std::uint32_t i = 0; i < size(); ++i)
+    if (owner_[i].job() == job) claim_epoch_[i] = 0;
 }
 
 std::uint32_t AggregatorRegisters::in_use() const {
   std::uint32_t n = 0;
-  for (const OwnerTag& tag : owner_) n += tag.valid() ? 1 : 0;
+  for (std::uint32_t epoch : claim_epoch_) n += epoch != 0 ? 1 : 0;
   return n;
 }
 
 AggregatorView AggregatorRegisters::view(std::uint32_t i) const {
-  AggregatorView v{owner_[i], claimed_at_[i], value_count_[i], bitmap_[i], count_[i],
+  AggregatorView v{owner_[i], claim_epoch_[i], value_count_[i], bitmap_[i], count_[i],
                    ecn_[i] != 0, wrapped_[i] != 0, {}};
   for (const auto& pass : values_) {
     const auto* first = pass.data() + std::size_t{i} * values_per_pass_;

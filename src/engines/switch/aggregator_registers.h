@@ -9,28 +9,38 @@
 
 namespace atp::engines {
 
-// The owner tag: 64 bits, one register pair a stateful ALU compares and claims in one action.
-//   hi = valid (bit 31) | job (15 bits) << 16 | run (16 bits)     lo = seq
+// The owner tag: 64 bits in two registers a Tofino 1 stateful ALU (two conditions each) can
+// decide on in consecutive stages:
+//   owner_seq = {lo: seq, hi: the claim epoch, 0 when free}     owner_id = job (15 bits) << 16 | run
+// The seq stage comes first: it claims a free or expired aggregator, or says whether it holds the
+// packet's seq; the identity stage then confirms the job and run.
 struct OwnerTag {
-  std::uint32_t hi = 0;
-  std::uint32_t lo = 0;
+  std::uint32_t hi = 0;  // owner_id
+  std::uint32_t lo = 0;  // seq
   bool operator==(const OwnerTag&) const = default;
 
   static OwnerTag of(std::uint32_t job, std::uint16_t run, std::uint32_t seq) {
-    return {kValid | (job & 0x7FFFu) << 16 | run, seq};
+    return {(job & 0x7FFFu) << 16 | run, seq};
   }
-  bool valid() const { return (hi & kValid) != 0; }
   std::uint32_t job() const { return (hi >> 16) & 0x7FFFu; }
   std::uint16_t run() const { return static_cast<std::uint16_t>(hi); }
-  static constexpr std::uint32_t kValid = 0x8000'0000u;
 };
 
-// What the owner stage found.
-enum class OwnerOutcome : std::uint8_t {
-  claimed,    // the aggregator was free: the packet's tag is written
-  reclaimed,  // held by an older seq or another run of the same job: overwritten
-  same,       // held by this fragment's tag
-  other,      // held by someone else: untouched
+// The claim clock: epochs of half of stale_after, counted from 2 so that 0 can mean "free" and
+// still compare as expired. On a Tofino the control plane ticks it into a register; the C++
+// pipeline derives it from its (never wrapping) 64-bit time.
+struct ClaimClock {
+  std::uint32_t epoch = 2;
+  // A claim stamped at or before this epoch is stale_after old (or the aggregator is free).
+  std::uint32_t expired_at_or_before() const { return epoch - 2; }
+};
+
+// What the seq stage found.
+enum class SeqOutcome : std::uint8_t {
+  claimed,     // the aggregator was free: the packet's seq and epoch are written
+  taken_over,  // held, but claimed stale_after ago or more: overwritten as a claim
+  same_seq,    // held for this seq (by this job if the identity stage agrees)
+  other,       // held for another seq: untouched
 };
 
 // How a stage treats its register: start it from the packet (a claim), add the packet into
@@ -40,14 +50,14 @@ enum class Update : std::uint8_t { start, add, read };
 // One aggregator's fields, read out for tests, fuzzers and statistics (not a data-plane path).
 struct AggregatorView {
   OwnerTag owner;
-  std::uint32_t claimed_at = 0;
+  std::uint32_t claim_epoch = 0;  // 0: free
   std::uint16_t value_count = 0;
   std::uint32_t bitmap = 0;
   std::uint8_t count = 0;
   bool ecn = false;
   bool wrapped = false;
   std::vector<std::int32_t> values;
-  bool valid() const { return owner.valid(); }
+  bool valid() const { return claim_epoch != 0; }
   bool operator==(const AggregatorView&) const = default;
 };
 
@@ -59,15 +69,15 @@ class AggregatorRegisters {
   std::uint16_t values_per_pass() const { return values_per_pass_; }
   std::uint8_t passes() const { return passes_; }
 
-  // owner[i]: claim when free, reclaim from an older seq (a window back) or another run of the
-  // same job, report `same` for the packet's own tag, else leave it.
-  OwnerOutcome owner_claim_or_match(std::uint32_t i, OwnerTag tag, std::uint32_t window);
-  // owner[i]: free it if it holds `tag`; returns whether it did.
-  bool owner_match_and_free(std::uint32_t i, OwnerTag tag);
-  // claimed_at[i] (a 32-bit clock in 65.536 us units): written on a claim; on a join, an
-  // entry older than `stale_units` is expired, restamped, and reported so the join restarts it.
-  bool claimed_at_expired(std::uint32_t i, bool claiming, std::uint32_t now_units,
-                          std::uint32_t stale_units);
+  // owner_seq[i] (lo = seq, hi = claim epoch): claim when free or expired, else compare seq.
+  SeqOutcome owner_seq_claim_or_match(std::uint32_t i, std::uint32_t seq, ClaimClock clock);
+  // owner_seq[i]: free it if it is held for `seq`; returns whether it did. The identity stage
+  // comes after, so another job's aggregator for the same seq (same index: rare) is freed too:
+  // its partial sum is given up, never mixed, and its workers' resends finish it at the PS.
+  bool owner_seq_match_and_free(std::uint32_t i, std::uint32_t seq);
+  // owner_id[i]: written on a claim, compared otherwise.
+  void owner_id_write(std::uint32_t i, std::uint32_t id);
+  bool owner_id_matches(std::uint32_t i, std::uint32_t id);
   // value_count[i]: written on a claim; otherwise compared with the packet's.
   bool value_count_matches(std::uint32_t i, bool claiming, std::uint16_t value_count);
   // bitmap[i]: returns the bitmap before this packet (start: 0).
@@ -94,8 +104,8 @@ class AggregatorRegisters {
     return values_[pass].data() + std::size_t{i} * values_per_pass_;
   }
 
-  std::vector<OwnerTag> owner_;
-  std::vector<std::uint32_t> claimed_at_;
+  std::vector<OwnerTag> owner_;  // lo = owner_seq.lo, hi = owner_id
+  std::vector<std::uint32_t> claim_epoch_;  // owner_seq.hi
   std::vector<std::uint16_t> value_count_;
   std::vector<std::uint32_t> bitmap_;
   std::vector<std::uint8_t> count_;

@@ -11,8 +11,7 @@
   X(forwarded_up, "packets sent upward without completing here (bypass, collision, flush)") \
   X(results_sent, "results and float requests multicast, run answers sent")                 \
   X(duplicates, "contributions already counted (dropped, or the sum sent again)")           \
-  X(stale_reclaimed, "aggregators taken back from an older seq or another run of the job")  \
-  X(expired, "aggregators restarted because their claim was older than stale_after")       \
+  X(expired, "aggregators taken over because their claim was stale_after old (orphans)")   \
   X(fan_in_mismatch, "packets whose header fan-in differs from the installed one")          \
   X(forged, "packets with a wrong token, or from a port that may not speak for the job")
 

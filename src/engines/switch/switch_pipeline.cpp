@@ -52,8 +52,7 @@ struct SwitchPipeline::Metadata {
   std::uint32_t index = 0;
   std::uint32_t bit = 0;        // the fragment's contributor bit at this level
   bool fan_in_mismatch = false;
-  OwnerOutcome owner = OwnerOutcome::other;
-  bool expired = false;         // the join restarted an aggregator claimed too long ago
+  SeqOutcome owner = SeqOutcome::other;
   bool duplicate = false;
   std::uint32_t bitmap_after = 0;
   std::uint8_t count_after = 0;
@@ -75,12 +74,14 @@ namespace {
 // The contributor-index table: P4 matches the bitmap exactly against its 32 one-bit values.
 bool single_contributor(std::uint32_t bitmap) { return std::has_single_bit(bitmap); }
 
-// The claim clock: the 32 bits of a 48-bit nanosecond timestamp above bit 16.
-std::uint32_t clock_units(Duration d) { return static_cast<std::uint32_t>(d >> 16); }
 
 Verdict to_port(Port p) { return {Verdict::Action::port, p, 0}; }
 
 }  // namespace
+
+ClaimClock claim_clock(Time now, Duration stale_after) {
+  return {static_cast<std::uint32_t>(2 + now / (stale_after / 2))};
+}
 
 SwitchPipeline::SwitchPipeline(SwitchConfig config)
     : config_(config), registers_(config.pool_size, config.values_per_pass, config.passes) {
@@ -251,12 +252,11 @@ bool SwitchPipeline::aggregator_index(Metadata& m) const {
 // A fragment of this level: claim or join the aggregator, one register stage after another.
 NextStep SwitchPipeline::aggregate(Metadata& m, Time now) {
   const std::uint32_t i = m.index;
-  m.owner = registers_.owner_claim_or_match(i, m.tag(), m.job->config.window);
-  if (m.owner == OwnerOutcome::other) return NextStep::collide_up;
-  bool claiming = m.owner != OwnerOutcome::same;
-  m.expired = registers_.claimed_at_expired(i, claiming, clock_units(now),
-                                            clock_units(config_.stale_after));
-  claiming |= m.expired;
+  m.owner = registers_.owner_seq_claim_or_match(i, m.h.seq, claim_clock(now, config_.stale_after));
+  if (m.owner == SeqOutcome::other) return NextStep::collide_up;
+  const bool claiming = m.owner != SeqOutcome::same_seq;
+  if (claiming) registers_.owner_id_write(i, m.tag().hi);
+  else if (!registers_.owner_id_matches(i, m.tag().hi)) return NextStep::collide_up;
   if (!registers_.value_count_matches(i, claiming, m.h.value_count)) return NextStep::collide_up;
 
   const std::uint32_t before = registers_.bitmap_before(i, claiming ? Update::start : Update::add,
@@ -279,7 +279,7 @@ NextStep SwitchPipeline::aggregate(Metadata& m, Time now) {
 // the resent contribution added if the aggregator does not hold it yet.
 NextStep SwitchPipeline::flush(Metadata& m) {
   const std::uint32_t i = m.index;
-  if (!registers_.owner_match_and_free(i, m.tag())) return NextStep::pass_up;
+  if (!owner_match_and_free(m)) return NextStep::pass_up;
   // A size disagreement with the same tag comes only from a broken sender: the partial sum
   // is dropped (the aggregator is free already) and the resend goes on as it is.
   if (!registers_.value_count_matches(i, false, m.h.value_count)) return NextStep::pass_up;
@@ -313,8 +313,15 @@ NextStep SwitchPipeline::flush(Metadata& m) {
 }
 
 void SwitchPipeline::free_on_result(Metadata& m) {
-  if (m.has_index) registers_.owner_match_and_free(m.index, m.tag());
+  if (m.has_index) owner_match_and_free(m);
 }
+
+// The seq stage frees what holds the packet's seq; the identity stage says whether it was ours.
+bool SwitchPipeline::owner_match_and_free(Metadata& m) {
+  return registers_.owner_seq_match_and_free(m.index, m.h.seq) &&
+         registers_.owner_id_matches(m.index, m.tag().hi);
+}
+
 
 // The value stages, one register array per pass: pass p takes lanes [p K', (p + 1) K').
 // `into_packet` (a flush of an absent contribution) adds the registers into the packet only.
@@ -389,8 +396,7 @@ void SwitchPipeline::count(NextStep step, const Metadata& m) {
   c.aggregated += contribution;
   c.completed += step == NextStep::emit_sum && !m.duplicate;
   c.duplicates += m.duplicate;
-  c.stale_reclaimed += contribution && m.owner == OwnerOutcome::reclaimed;
-  c.expired += contribution && m.expired;
+  c.expired += contribution && m.owner == SeqOutcome::taken_over;
   c.results_sent += step == NextStep::multicast_down || step == NextStep::answer_down;
 }
 

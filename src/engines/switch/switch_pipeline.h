@@ -2,7 +2,7 @@
 // The ATP switch pipeline (level 1 = a rack's ToR, level 2 = the PS rack's switch), written as
 // the P4 program's stages in order, so that it is the program's executable specification:
 //
-//   parse -> job table -> classify -> aggregator index -> owner -> claimed_at -> value_count
+//   parse -> job table -> classify -> aggregator index -> owner_seq -> owner_id -> value_count
 //         -> bitmap -> count -> ecn -> values (one array per pass) -> wrapped
 //         -> next step (one decision from the metadata) -> rewrite + counters -> egress ECN
 //
@@ -51,6 +51,10 @@ enum class NextStep : std::uint8_t {
   answer_down,      // a run-handshake answer, to the one member it names
 };
 
+// The claim clock at `now`: epochs of stale_after / 2, from 2, so a claim two epochs old is
+// between stale_after / 2 and stale_after old. A P4 switch gets it from its control plane.
+ClaimClock claim_clock(Time now, Duration stale_after);
+
 class SwitchPipeline {
  public:
   explicit SwitchPipeline(SwitchConfig config);
@@ -93,6 +97,7 @@ class SwitchPipeline {
   NextStep aggregate(Metadata& m, Time now);
   NextStep flush(Metadata& m);
   void free_on_result(Metadata& m);
+  bool owner_match_and_free(Metadata& m);
   bool values_stages(Metadata& m, Update u, bool into_packet);
   Verdict apply(NextStep step, Metadata& m);
   void count(NextStep step, const Metadata& m);
