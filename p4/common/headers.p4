@@ -69,14 +69,37 @@ struct atp_meta_t {
     bit<32> pool_mask;       // pool size - 1 (the P4 programs need a power of two)
     bit<16> max_values;      // K
     bit<8>  policy;
-    // validation (proto::decode)
-    bit<1>  malformed;
+    // validation (proto::decode): one bit per check, then their OR
+    bit<1>  bad_header;
+    bit<1>  bad_version;
+    bit<1>  bad_reserved;
+    bit<1>  bad_kind;
+    bit<1>  bad_level;
+    bit<1>  bad_value_count;
+    bit<1>  bad_length;
+    bit<1>  bad_handshake_worker;
+    bit<1>  bad_fan_in;
+    bit<1>  bad_rack;
+    bit<1>  bad_workers;
+    bit<1>  bad_racks;
+    bit<1>  bad_no_contributor;
+    bit<1>  bad_own_rack;
+    bit<1>  bad_parse;       // the parser failed (set by the target's glue)
     bit<32> workers_limit;   // low_bits(rack_fan_in)
     bit<32> racks_limit;     // low_bits(job_fan_in)
     bit<32> rack_bit;        // 1 << rack
     bit<1>  workers_single;  // exactly one bit in workers_bitmap
     bit<8>  workers_index;   // its index
     bit<1>  racks_single;
+    bit<16> value_bytes;     // value_count * 4
+    bit<16> payload_bytes;   // udp.length - 8 - 44: must be value_bytes
+    bit<32> stray_workers;   // workers_bitmap beyond rack_fan_in
+    bit<32> stray_racks;     // racks_bitmap beyond job_fan_in
+    bit<32> rack_overlap;    // racks_bitmap & (1 << rack)
+    bit<8>  racks_beyond;    // job_fan_in - rack, saturating: 0 when rack >= job_fan_in
+    bit<32> any_bitmap;      // workers_bitmap | racks_bitmap
+    bit<16> values_beyond_max;   // value_count - ATP_MAX_VALUES, saturating
+    bit<16> values_beyond_pass;  // value_count - K, saturating: 0 when the switch can add it
     // job table
     bit<1>  job_found;
     bit<32> token;
@@ -98,19 +121,37 @@ struct atp_meta_t {
     bit<1>  has_index;
     bit<32> index;
     bit<32> contributor;     // the fragment's bit at this level (or a resend's named bit)
+    bit<32> static_slot;     // seq & static_mask
+    bit<32> masked_index;    // aggregator & pool_mask
+    bit<32> token_diff;      // the packet's token ^ the job's
+    bit<1>  token_ok;
+    bit<1>  level_match;     // next_level is this switch's level
+    bit<1>  fan_in_match;    // the header's fan-in at this level is the job's
+    bit<1>  racks_zero;
+    bit<1>  workers_zero;
+    bit<1>  values_fit;      // value_count <= K
+    bit<8>  level_after;     // the level an upward packet goes to next
+    bit<8>  answer_member;   // the member a run-handshake answer names
     // register stages
     bit<32> owner_id;        // job[14:0] << 16 | run
     bit<32> claim_epoch;     // the claim clock (ClaimClock)
     bit<32> expired_at_or_before;  // claim_epoch - 2: a claim stamped then is stale_after old
     bit<8>  owner;           // SEQ_* outcome of the seq stage
     bit<1>  claiming;
-    bit<8>  packet_ecn;      // the packet's ecn and wrapped flags as bytes (TNA's sticky ALUs)
-    bit<8>  packet_wrapped;
-    bit<8>  ecn_byte;        // what the sticky registers returned (TNA)
-    bit<8>  wrapped_byte;
+    // TNA's register stages: what each stage's table keys on
+    bit<8>  packet_sticky;   // the packet's FLAG_ECN | FLAG_WRAPPED bits
+    bit<8>  packet_ecn;      // the packet's FLAG_ECN bit
+    bit<8>  fan_in_less_one;
+    bit<8>  seq_predicate;   // owner_seq's predicate output
+    bit<8>  id_ok;
+    bit<8>  size_byte;
+    bit<8>  phase;           // start, join or flush
+    bit<1>  seen;            // the aggregator holds the packet's contributor
     bit<1>  size_ok;
     bit<8>  update;
     bit<32> bitmap_before;
+    bit<8>  missing;         // contributions the sum still lacks: 0 when complete
+    bit<32> bitmap_after;    // bitmap_before | contributor
     bit<1>  duplicate;
     bit<1>  absent;
     bit<8>  count_after;
@@ -120,6 +161,9 @@ struct atp_meta_t {
     bit<32> out_racks;
     bit<32> out_workers;
     // next step
+    bit<8>  emit_keeps;      // the flags a sum keeps from the packet
+    bit<8>  flush_keeps;     // the flags a flush keeps
+    bit<8>  flags_after;     // ecn and wrapped from the sticky registers
     bit<8>  next_step;
     bit<1>  rewritten;       // the payload or header changed: UDP checksum cleared
 }

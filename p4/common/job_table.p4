@@ -18,63 +18,65 @@ control JobTable(in headers_t hdr, inout atp_meta_t meta, in bit<9> ingress_port
         meta.has_slice = has_slice;
         meta.group = group;
     }
+    action unknown_job() { meta.job_found = 0; }
     table jobs {
         key = { hdr.atp.job : exact; }
-        actions = { set_job; NoAction; }
-        default_action = NoAction();
+        actions = { set_job; unknown_job; }
+        default_action = unknown_job();
         size = 4096;
     }
 
     // Upward packets arrive from the job's members below, downward ones from its hops up.
     action member() { meta.member_ok = 1; }
+    action stranger() { meta.member_ok = 0; }
     table members {
         key = {
             hdr.atp.job   : exact;
             ingress_port  : exact;
             meta.downward : exact;
         }
-        actions = { member; NoAction; }
-        default_action = NoAction();
+        actions = { member; stranger; }
+        default_action = stranger();
         size = 16384;
     }
 
     // One entry per ps_index, or a single one matching every ps_index.
     action up(bit<9> port) { meta.routed = 1; meta.up_port = port; }
+    action no_route() { meta.routed = 0; }
     table routes_up {
         key = {
             hdr.atp.job      : exact;
             hdr.atp.ps_index : ternary;
         }
-        actions = { up; NoAction; }
-        default_action = NoAction();
+        actions = { up; no_route; }
+        default_action = no_route();
         size = 8192;
     }
 
     action answer_to(bit<9> port) { meta.answer_ok = 1; meta.answer_port = port; }
+    action no_member() { meta.answer_ok = 0; }
     table answers {
         key = {
             hdr.atp.job        : exact;
-            meta.workers_index : exact;  // level 1: the worker's bit; level 2: the rack
+            meta.answer_member : exact;  // level 1: the worker's bit; level 2: the rack
         }
-        actions = { answer_to; NoAction; }
-        default_action = NoAction();
+        actions = { answer_to; no_member; }
+        default_action = no_member();
         size = 16384;
     }
 
+    // Every table sets its facts on a miss too, so all four look up side by side (the
+    // classify table reads them in order: an unknown job's other facts do not matter).
     apply {
-        meta.job_found = 0;
-        meta.member_ok = 0;
-        meta.routed = 0;
-        meta.answer_ok = 0;
-        jobs.apply();
-        if (meta.job_found == 1) {
-            members.apply();
-            routes_up.apply();
-            if (hdr.atp.kind == KIND_JOINED) {
-                if (meta.level == LEVEL_SPINE) { meta.workers_index = hdr.atp.rack; }
-                answers.apply();
-            }
+        if (meta.level == LEVEL_SPINE) {
+            meta.answer_member = hdr.atp.rack;
+        } else {
+            meta.answer_member = meta.workers_index;
         }
+        jobs.apply();
+        members.apply();
+        routes_up.apply();
+        answers.apply();
     }
 }
 

@@ -1,76 +1,155 @@
 // The next-step stage (SwitchPipeline::decide's last step and ::apply): one decision from the
-// metadata the stages computed, then the header rewrite it implies. Which port or group the
-// packet leaves by is left in meta for the target's glue (egress_spec / ucast_egress_port).
+// metadata the stages computed, then the header rewrite it implies, each one table (a switch
+// evaluates a table in one stage where a chain of ifs takes one stage each). Which port or
+// group the packet leaves by is left in meta for the target's glue.
+//
+// The target's register stages hand over: meta.owner (SEQ_OTHER unless the packet's own
+// aggregator took it), meta.missing (contributions the sum still lacks, 0 when complete),
+// meta.duplicate and meta.absent, meta.bitmap_before, and meta.flags_after (the sum's or
+// flush's ecn and wrapped flags).
 #ifndef ATP_NEXT_STEP_P4
 #define ATP_NEXT_STEP_P4
 
 #include "headers.p4"
 
 control NextStep(inout headers_t hdr, inout atp_meta_t meta) {
-    apply {
-        bit<8> c = meta.packet_class;
-        bool complete = meta.count_after >= meta.fan_in;
-        if (c == CLASS_NONE) {
-            // refused: meta.next_step is set already
-        } else if (c == CLASS_JOIN) {
-            meta.next_step = STEP_JOIN_UP;
-        } else if (c == CLASS_ANSWER) {
-            meta.next_step = STEP_ANSWER_DOWN;
-        } else if (c == CLASS_RESULT) {
-            meta.next_step = STEP_MULTICAST_DOWN;
-        } else if (c == CLASS_PASS) {
-            meta.next_step = STEP_PASS_UP;
-        } else if (c == CLASS_COLLIDE) {
-            meta.next_step = STEP_COLLIDE_UP;
-        } else if (c == CLASS_FLUSH) {
-            meta.next_step = (meta.owner == SEQ_SAME && meta.size_ok == 1) ? STEP_FLUSH_UP
-                                                                              : STEP_PASS_UP;
-        } else if (meta.owner == SEQ_OTHER || meta.size_ok == 0) {
-            meta.next_step = STEP_COLLIDE_UP;
-        } else if (meta.duplicate == 1) {
-            meta.next_step = complete ? STEP_EMIT_SUM : STEP_DROP_DUPLICATE;
-        } else {
-            meta.next_step = complete ? STEP_EMIT_SUM : STEP_ABSORB;
-        }
+    // One ALU operation each: what the rewrites below copy.
+    action derive() {
+        meta.emit_keeps = hdr.atp.flags & ~(FLAG_WRAPPED | FLAG_COLLISION);
+        meta.flush_keeps = hdr.atp.flags & ~(FLAG_WRAPPED | FLAG_COLLISION | FLAG_ECN);
+        meta.bitmap_after = meta.bitmap_before | meta.contributor;
+    }
+    table derive_facts {
+        actions = { derive; }
+        const default_action = derive();
+        size = 1;
+    }
 
-        bit<8> s = meta.next_step;
-        bit<8> level_after = (meta.level == LEVEL_RACK && hdr.atp.job_fan_in > 1) ? LEVEL_SPINE
-                                                                                   : LEVEL_PS;
-        if (s == STEP_COLLIDE_UP) {
-            hdr.atp.flags = hdr.atp.flags | FLAG_COLLISION;
-        } else if (s == STEP_EMIT_SUM) {
-            hdr.atp.racks_bitmap = meta.level == LEVEL_RACK ? meta.rack_bit
-                                                            : meta.bitmap_before | meta.contributor;
-            hdr.atp.workers_bitmap = 0;
-            bit<8> f = hdr.atp.flags & ~(FLAG_WRAPPED | FLAG_COLLISION);
-            if (meta.ecn_after == 1) { f = f | FLAG_ECN; }
-            if (meta.wrapped_after == 1) { f = f | FLAG_WRAPPED; }
-            hdr.atp.flags = f;
-            hdr.atp.next_level = level_after;
-        } else if (s == STEP_FLUSH_UP) {
-            // The flush's contributors (SwitchPipeline::flush).
-            bit<32> all = meta.bitmap_before | (meta.absent == 1 ? meta.contributor : 0);
-            if (meta.level == LEVEL_RACK) {
-                bit<8> total = meta.count_after + (meta.absent == 1 ? 8w1 : 8w0);
-                bool rack_complete = total == meta.fan_in;
-                hdr.atp.racks_bitmap = rack_complete ? meta.rack_bit : 0;
-                hdr.atp.workers_bitmap = rack_complete ? 32w0 : all;
-            } else if (hdr.atp.workers_bitmap == 0) {
-                hdr.atp.racks_bitmap = all;
-            } else {
-                hdr.atp.racks_bitmap = meta.bitmap_before;
-                hdr.atp.workers_bitmap = meta.absent == 1 ? hdr.atp.workers_bitmap : 32w0;
-            }
-            bit<8> f = hdr.atp.flags & ~(FLAG_WRAPPED | FLAG_COLLISION | FLAG_ECN);
-            if (meta.ecn_after == 1) { f = f | FLAG_ECN; }
-            if (meta.wrapped_after == 1) { f = f | FLAG_WRAPPED; }
-            hdr.atp.flags = f;
+    action step(bit<8> next) { meta.next_step = next; }
+    action refused() {}
+    table decide {
+        key = {
+            meta.packet_class : ternary;
+            meta.owner : ternary;
+            meta.missing : ternary;
+            meta.duplicate : ternary;
         }
-        bool upward = s == STEP_PASS_UP || s == STEP_COLLIDE_UP || s == STEP_FLUSH_UP ||
-                      s == STEP_JOIN_UP || s == STEP_EMIT_SUM;
-        if (upward && hdr.atp.next_level == meta.level) {
-            hdr.atp.next_level = level_after;
+        actions = { step; refused; }
+        const default_action = refused();
+        const entries = {
+            (CLASS_JOIN, _, _, _) : step(STEP_JOIN_UP);
+            (CLASS_ANSWER, _, _, _) : step(STEP_ANSWER_DOWN);
+            (CLASS_RESULT, _, _, _) : step(STEP_MULTICAST_DOWN);
+            (CLASS_PASS, _, _, _) : step(STEP_PASS_UP);
+            (CLASS_COLLIDE, _, _, _) : step(STEP_COLLIDE_UP);
+            (CLASS_FLUSH, SEQ_SAME, _, _) : step(STEP_FLUSH_UP);
+            (CLASS_FLUSH, _, _, _) : step(STEP_PASS_UP);
+            (CLASS_AGGREGATE, SEQ_OTHER, _, _) : step(STEP_COLLIDE_UP);
+            // complete (a duplicate of a complete sum sends it again)
+            (CLASS_AGGREGATE, _, 0, _) : step(STEP_EMIT_SUM);
+            (CLASS_AGGREGATE, _, _, 1) : step(STEP_DROP_DUPLICATE);
+            (CLASS_AGGREGATE, _, _, _) : step(STEP_ABSORB);
         }
+        size = 16;
+    }
+
+    action relevel() { hdr.atp.next_level = meta.level_after; }
+    action collide() { hdr.atp.flags = hdr.atp.flags | FLAG_COLLISION; }
+    action collide_relevel() {
+        hdr.atp.flags = hdr.atp.flags | FLAG_COLLISION;
+        hdr.atp.next_level = meta.level_after;
+    }
+    // A sum: from this rack (level 1) or from the racks it holds (level 2).
+    action emit_rack() {
+        hdr.atp.racks_bitmap = meta.rack_bit;
+        hdr.atp.workers_bitmap = 0;
+        hdr.atp.flags = meta.emit_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    action emit_racks() {
+        hdr.atp.racks_bitmap = meta.bitmap_after;
+        hdr.atp.workers_bitmap = 0;
+        hdr.atp.flags = meta.emit_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    // A flush's contributors (SwitchPipeline::flush): the aggregator's bitmap, with the resent
+    // contribution (bitmap_after) if it was absent.
+    action flush_whole_rack() {  // level 1, the resent worker completes the rack
+        hdr.atp.racks_bitmap = meta.rack_bit;
+        hdr.atp.workers_bitmap = 0;
+        hdr.atp.flags = meta.flush_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    action flush_workers_with_resent() {  // level 1, part of the rack
+        hdr.atp.racks_bitmap = 0;
+        hdr.atp.workers_bitmap = meta.bitmap_after;
+        hdr.atp.flags = meta.flush_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    action flush_workers() {
+        hdr.atp.racks_bitmap = 0;
+        hdr.atp.workers_bitmap = meta.bitmap_before;
+        hdr.atp.flags = meta.flush_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    action flush_racks_with_resent() {  // level 2, whole racks
+        hdr.atp.racks_bitmap = meta.bitmap_after;
+        hdr.atp.flags = meta.flush_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    action flush_racks() {
+        hdr.atp.racks_bitmap = meta.bitmap_before;
+        hdr.atp.flags = meta.flush_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    action flush_rack_part_with_resent() {  // level 2, part of one rack whose sum is absent
+        hdr.atp.racks_bitmap = meta.bitmap_before;
+        hdr.atp.flags = meta.flush_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    action flush_rack_part() {  // level 2, part of a rack whose sum is here: the sum alone
+        hdr.atp.racks_bitmap = meta.bitmap_before;
+        hdr.atp.workers_bitmap = 0;
+        hdr.atp.flags = meta.flush_keeps | meta.flags_after;
+        hdr.atp.next_level = meta.level_after;
+    }
+    table rewrite {
+        key = {
+            meta.next_step : exact;
+            meta.level : ternary;
+            meta.level_match : ternary;
+            meta.absent : ternary;
+            meta.missing : ternary;
+            meta.workers_zero : ternary;
+        }
+        actions = { relevel; collide; collide_relevel; emit_rack; emit_racks; flush_whole_rack;
+                    flush_workers_with_resent; flush_workers; flush_racks_with_resent; flush_racks;
+                    flush_rack_part_with_resent; flush_rack_part; NoAction; }
+        const default_action = NoAction();
+        const entries = {
+            (STEP_PASS_UP, _, 1, _, _, _) : relevel();
+            (STEP_JOIN_UP, _, 1, _, _, _) : relevel();
+            (STEP_COLLIDE_UP, _, 1, _, _, _) : collide_relevel();
+            (STEP_COLLIDE_UP, _, _, _, _, _) : collide();
+            (STEP_EMIT_SUM, LEVEL_RACK, _, _, _, _) : emit_rack();
+            (STEP_EMIT_SUM, _, _, _, _, _) : emit_racks();
+            // level 1: the resent worker completes the rack when it was the one missing
+            (STEP_FLUSH_UP, LEVEL_RACK, _, 1, 1, _) : flush_whole_rack();
+            (STEP_FLUSH_UP, LEVEL_RACK, _, 0, 0, _) : flush_whole_rack();
+            (STEP_FLUSH_UP, LEVEL_RACK, _, 1, _, _) : flush_workers_with_resent();
+            (STEP_FLUSH_UP, LEVEL_RACK, _, 0, _, _) : flush_workers();
+            (STEP_FLUSH_UP, _, _, 1, _, 1) : flush_racks_with_resent();
+            (STEP_FLUSH_UP, _, _, 0, _, 1) : flush_racks();
+            (STEP_FLUSH_UP, _, _, 1, _, _) : flush_rack_part_with_resent();
+            (STEP_FLUSH_UP, _, _, 0, _, _) : flush_rack_part();
+        }
+        size = 16;
+    }
+
+    apply {
+        derive_facts.apply();
+        decide.apply();
+        rewrite.apply();
     }
 }
 

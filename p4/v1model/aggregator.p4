@@ -124,6 +124,7 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
             }
             if (meta.owner != SEQ_OTHER) {
                 value_count_matches();
+                if (meta.size_ok == 0) { meta.owner = SEQ_OTHER; }
                 if (meta.size_ok == 1) {
                     meta.update = meta.claiming == 1 ? UPDATE_START : UPDATE_ADD;
                     bitmap_before();
@@ -141,6 +142,7 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
             if (meta.owner == SEQ_SAME) { owner_id_matches(); }
             if (meta.owner == SEQ_SAME) {
                 value_count_matches();
+                if (meta.size_ok == 0) { meta.owner = SEQ_OTHER; }
                 if (meta.size_ok == 1) {
                     meta.update = UPDATE_READ;
                     bitmap_before();
@@ -162,6 +164,11 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
             owner_seq_match_and_free();  // a result or float request frees what it names
             if (meta.owner == SEQ_SAME) { owner_id_matches(); }
         }
+        // What the next step reads: contributions missing, the flags from the sticky bits.
+        meta.missing = meta.fan_in |-| meta.count_after;
+        meta.flags_after = 0;
+        if (meta.ecn_after == 1) { meta.flags_after = FLAG_ECN; }
+        if (meta.wrapped_after == 1) { meta.flags_after = meta.flags_after | FLAG_WRAPPED; }
     }
 }
 

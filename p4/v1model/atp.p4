@@ -97,9 +97,9 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
             return;
         }
         profile.apply();
-        meta.malformed = 1;
-        if (sm.parser_error == error.NoError) { validate.apply(hdr, meta); }
-        if (meta.malformed == 0) { job_table.apply(hdr, meta, sm.ingress_port); }
+        validate.apply(hdr, meta);
+        if (sm.parser_error != error.NoError) { meta.bad_parse = 1; }
+        job_table.apply(hdr, meta, sm.ingress_port);
         classify.apply(hdr, meta);
         meta.owner_id = 1w0 ++ hdr.atp.job[14:0] ++ hdr.atp.tensor[31:16];
         claim_epoch.read(meta.claim_epoch, 0);
