@@ -160,6 +160,17 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
   return c;
 }
 
+ClusterConfig ClusterConfig::from_parts(std::vector<SwitchSpec> switches,
+                                        std::vector<ServerSpec> servers,
+                                        std::vector<JobConfig> jobs, const std::string& origin) {
+  ClusterConfig c;
+  c.switches_ = std::move(switches);
+  c.servers_ = std::move(servers);
+  c.jobs_ = std::move(jobs);
+  c.validate(origin);
+  return c;
+}
+
 void ClusterConfig::validate(const std::string& origin) const {
   std::map<std::string, int> names;
   for (const auto& s : switches_) ++names[s.name];
@@ -372,14 +383,15 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
 }
 
 engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t rank,
-                                                   runtime::AddressBook& book) const {
+                                                   runtime::AddressBook& book,
+                                                   engines::WorkerConfig base) const {
   const JobConfig& job = this->job(id);
   if (rank >= job.workers.size())
     throw std::invalid_argument("job " + std::to_string(id) + " has " +
                                 std::to_string(job.workers.size()) + " workers; no rank " +
                                 std::to_string(rank));
   const Placement p = placement(job);
-  engines::WorkerConfig c;
+  engines::WorkerConfig c = std::move(base);
   c.job = job.id;
   c.rack = p.rack_of[rank];
   c.rank_in_rack = p.rank_in_rack[rank];

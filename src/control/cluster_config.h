@@ -56,6 +56,9 @@ class ClusterConfig {
   // Throws std::invalid_argument with the file and the problem.
   static ClusterConfig load(const std::string& path);
   static ClusterConfig parse(const std::string& toml_text, const std::string& origin = "config");
+  // A description built in code (the simulator's), checked like a file.
+  static ClusterConfig from_parts(std::vector<SwitchSpec> switches, std::vector<ServerSpec> servers,
+                                  std::vector<JobConfig> jobs, const std::string& origin);
 
   const std::vector<SwitchSpec>& switches() const { return switches_; }
   const std::vector<ServerSpec>& servers() const { return servers_; }
@@ -79,9 +82,11 @@ class ClusterConfig {
   // the job's parties must agree on (window, K, scale, servers, workers), so parties started
   // from different files never sum together.
   std::uint32_t wire_token(std::uint32_t id) const;
-  // The engine configuration of worker `rank` of job `id`.
+  // The engine configuration of worker `rank` of job `id`: `base` (timers, limits) with the
+  // job's fields filled in.
   engines::WorkerConfig worker_config(std::uint32_t id, std::size_t rank,
-                                      runtime::AddressBook& book) const;
+                                      runtime::AddressBook& book,
+                                      engines::WorkerConfig base = {}) const;
 
  private:
   struct Placement {  // a job's racks, derived from its workers

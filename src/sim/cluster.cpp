@@ -5,18 +5,13 @@
 #include <stdexcept>
 
 #include "quant/quantizer.h"
+#include "sim/cluster_description.h"
 #include "sim/control_plane_node.h"
 #include "sim/rng.h"
 
 namespace atp::sim {
 
 namespace {
-
-std::vector<engines::Port> ports_of(const std::vector<NodeId>& nodes) {
-  std::vector<engines::Port> ports;
-  for (NodeId n : nodes) ports.push_back(engines::port_of_node(n));
-  return ports;
-}
 
 void validate(const ClusterSpec& spec) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("cluster: " + what); };
@@ -45,72 +40,69 @@ bool ClusterReport::all_exact() const {
 namespace {
 
 // The cluster under construction: switches, servers, workers, and the control plane that
-// installs each job's switch entries while the run goes on.
+// installs each job's switch entries while the run goes on. Every entry and engine setting
+// comes from the control plane's derivation (control::ClusterConfig) of the cluster's
+// description (describe), through an address book whose ids are the simulator's node ids.
 class ClusterBuild {
  public:
   ClusterBuild(const ClusterSpec& spec, Simulator& sim);
-  void add_job(std::uint32_t j);
   void run();
   ClusterReport report() const;
 
  private:
-  struct JobShape {  // the racks a job uses, in job rack order
-    std::vector<std::size_t> racks;
-    std::vector<std::uint8_t> counts;
-    std::uint16_t workers = 0;
-  };
-  std::pair<NodeId, SwitchNode*> add_switch(proto::Level level, std::uint16_t width);
-  std::pair<NodeId, PsNode*> add_server();
+  NodeId add(std::unique_ptr<Node> node, const runtime::Endpoint& address);
+  std::pair<NodeId, SwitchNode*> add_switch(const std::string& name,
+                                            const runtime::Endpoint& address);
   NodeId add_worker(std::uint32_t j, const engines::WorkerConfig& c, std::uint32_t rank);
+  void add_job_nodes(std::uint32_t j);
+  void install_job(std::uint32_t j);
   JobReport job_report(std::uint32_t j) const;
   void write_traces() const;
 
   const ClusterSpec& spec_;
   Simulator& sim_;
+  control::ClusterConfig config_;
+  runtime::AddressBook book_;
   ControlPlaneNode* control_ = nullptr;
   NodeId control_id_ = 0;
   std::vector<std::pair<NodeId, SwitchNode*>> rack_switches_;
   std::pair<NodeId, SwitchNode*> spine_;
-  std::vector<std::pair<NodeId, PsNode*>> servers_;
+  std::vector<std::vector<PsNode*>> servers_;  // per job, by shard
   std::vector<std::unique_ptr<JobVerifier>> verifiers_;
   std::vector<std::vector<TrainingWorkerNode*>> workers_;
   std::vector<std::pair<NodeId, TrainingWorkerNode*>> all_workers_;
 };
 
 ClusterBuild::ClusterBuild(const ClusterSpec& spec, Simulator& sim)
-    : spec_(spec), sim_(sim), workers_(spec.jobs.size()) {
+    : spec_(spec), sim_(sim), config_(describe(spec)), servers_(spec.jobs.size()),
+      workers_(spec.jobs.size()) {
   auto control = std::make_unique<ControlPlaneNode>();
   control_ = control.get();
-  control_id_ = sim_.add_node(std::move(control));
-  std::size_t racks = 0;
-  std::uint16_t width = 1;
-  for (const JobSpec& job : spec.jobs) {
-    racks = std::max(racks, job.workers_per_rack.size());
-    width = std::max(width, job.values_per_packet);
-  }
+  control_id_ = add(std::move(control), control_address());
+  const std::size_t racks = config_.switches().size() - 1;  // and the spine
   for (std::size_t r = 0; r < racks; ++r)
-    rack_switches_.push_back(add_switch(proto::Level::rack, width));
-  spine_ = add_switch(proto::Level::spine, width);
+    rack_switches_.push_back(add_switch(rack_name(r), rack_address(r)));
+  spine_ = add_switch(kSpineName, spine_address());
   for (const auto& [id, node] : rack_switches_) sim_.connect(id, spine_.first, spec.core_link);
+  // Every node first, then the entries: deriving them looks every member up in the book.
+  for (std::uint32_t j = 0; j < spec.jobs.size(); ++j) add_job_nodes(j);
+  for (std::uint32_t j = 0; j < spec.jobs.size(); ++j) install_job(j);
 }
 
-std::pair<NodeId, SwitchNode*> ClusterBuild::add_switch(proto::Level level, std::uint16_t width) {
-  auto node = std::make_unique<SwitchNode>(
-      engines::SwitchConfig{level, spec_.pool_size, width, spec_.policy}, !spec_.trace_dir.empty());
+// A node and its address, so that the book's id for the address is the node's id.
+NodeId ClusterBuild::add(std::unique_ptr<Node> node, const runtime::Endpoint& address) {
+  const NodeId id = sim_.add_node(std::move(node));
+  if (book_.id_of(address) != id)
+    throw std::logic_error("cluster: address book out of step with the simulator's nodes");
+  return id;
+}
+
+std::pair<NodeId, SwitchNode*> ClusterBuild::add_switch(const std::string& name,
+                                                        const runtime::Endpoint& address) {
+  auto node = std::make_unique<SwitchNode>(config_.switch_config(name), !spec_.trace_dir.empty());
   SwitchNode* raw = node.get();
-  const NodeId id = sim_.add_node(std::move(node));
+  const NodeId id = add(std::move(node), address);
   raw->set_id(id);
-  return {id, raw};
-}
-
-// Every job has its own parameter servers, each on its own host behind the PS-rack switch.
-std::pair<NodeId, PsNode*> ClusterBuild::add_server() {
-  auto node = std::make_unique<PsNode>();
-  PsNode* raw = node.get();
-  const NodeId id = sim_.add_node(std::move(node));
-  raw->set_id(id);
-  servers_.emplace_back(id, raw);
-  sim_.connect(id, spine_.first, spec_.host_link);
   return {id, raw};
 }
 
@@ -119,73 +111,57 @@ NodeId ClusterBuild::add_worker(std::uint32_t j, const engines::WorkerConfig& c,
   auto node = std::make_unique<TrainingWorkerNode>(c, spec_.jobs[j].plan, rank, *verifiers_[j]);
   TrainingWorkerNode* raw = node.get();
   raw->on_finished([this, j] { control_->worker_finished(j); });
-  const NodeId id = sim_.add_node(std::move(node));
+  const NodeId id = add(std::move(node), worker_address(j, rank));
   sim_.connect(id, c.uplink, spec_.host_link);
   workers_[j].push_back(raw);
   all_workers_.emplace_back(id, raw);
   return id;
 }
 
-void ClusterBuild::add_job(std::uint32_t j) {
-  const JobSpec& job = spec_.jobs[j];
-  JobShape shape;
-  for (std::size_t r = 0; r < job.workers_per_rack.size(); ++r) {
-    if (job.workers_per_rack[r] == 0) continue;
-    shape.racks.push_back(r);
-    shape.counts.push_back(job.workers_per_rack[r]);
-    shape.workers = static_cast<std::uint16_t>(shape.workers + job.workers_per_rack[r]);
+// Every job has its own parameter servers, each on its own host behind the PS-rack switch.
+void ClusterBuild::add_job_nodes(std::uint32_t j) {
+  for (unsigned p = 0; p < spec_.parameter_servers; ++p) {
+    auto node = std::make_unique<PsNode>();
+    PsNode* raw = node.get();
+    const NodeId id = add(std::move(node), server_address(j, p));
+    raw->set_id(id);
+    servers_[j].push_back(raw);
+    sim_.connect(id, spine_.first, spec_.host_link);
   }
-  const float scale =
-      job.scale > 0 ? job.scale : quant::choose_scale(job.gradients.magnitude, shape.workers);
-  std::uint64_t token_seed = spec_.seed ^ (std::uint64_t{j} << 32);
-  const auto token = static_cast<std::uint32_t>(splitmix64(token_seed));
-  verifiers_.push_back(std::make_unique<JobVerifier>(job.gradients, j, shape.workers,
-                                                     job.values_per_packet, scale));
-  std::vector<NodeId> server_ids;
-  for (unsigned p = 0; p < spec_.parameter_servers; ++p) server_ids.push_back(add_server().first);
+  const control::JobConfig& job = config_.job(j);
+  std::uint64_t nonce_seed = spec_.seed ^ (std::uint64_t{j} << 32);
+  splitmix64(nonce_seed);  // the first draw is the job's token
+  for (std::uint32_t rank = 0; rank < job.workers.size(); ++rank) {
+    engines::WorkerConfig c = config_.worker_config(j, rank, book_, spec_.worker_defaults);
+    // Each worker asks the job's first PS for its run, as a real launch does.
+    c.run = std::nullopt;
+    c.join_nonce = static_cast<std::uint32_t>(splitmix64(nonce_seed)) | 1u;
+    if (rank == 0)
+      verifiers_.push_back(std::make_unique<JobVerifier>(spec_.jobs[j].gradients, j,
+                                                         c.job_workers, c.values_per_packet,
+                                                         c.scale));
+    add_worker(j, c, rank);
+  }
+}
 
-  // Static slices: an equal share of the pool each, allocated when the job arrives.
-  const std::uint32_t slice = spec_.pool_size / static_cast<std::uint32_t>(spec_.jobs.size());
-  const auto group = engines::multicast_group_of_job(j);
-  ControlPlaneNode::JobPlan plan{job.plan.start, {}, shape.workers};
-  std::vector<NodeId> rack_switches_of_job;
-  std::uint32_t rank = 0;
-  for (std::size_t jr = 0; jr < shape.racks.size(); ++jr) {
-    const auto [switch_id, rack_switch] = rack_switches_[shape.racks[jr]];
-    rack_switches_of_job.push_back(switch_id);
-    std::vector<NodeId> members;
-    for (std::uint8_t w = 0; w < shape.counts[jr]; ++w) {
-      engines::WorkerConfig c = spec_.worker_defaults;
-      c.job = j;
-      c.rack = static_cast<std::uint8_t>(jr);
-      c.rank_in_rack = w;
-      c.rack_fan_in = shape.counts[jr];
-      c.job_fan_in = static_cast<std::uint8_t>(shape.racks.size());
-      c.job_workers = shape.workers;
-      c.values_per_packet = job.values_per_packet;
-      c.window = job.window;
-      c.scale = scale;
-      c.parameter_servers = spec_.parameter_servers;
-      c.uplink = switch_id;
-      c.token = token;
-      // Each worker asks the job's first PS for its run, as a real launch does.
-      c.run = std::nullopt;
-      c.join_nonce = static_cast<std::uint32_t>(splitmix64(token_seed)) | 1u;
-      members.push_back(add_worker(j, c, rank++));
-    }
-    plan.entries.emplace_back(rack_switch, engines::SwitchJob{
-        j, ports_of(members), {engines::port_of_node(spine_.first)}, job.window, 0, slice,
-        shape.counts[jr], token, group});
-  }
-  plan.entries.emplace_back(spine_.second, engines::SwitchJob{
-      j, ports_of(rack_switches_of_job), ports_of(server_ids), job.window, 0, slice,
-      static_cast<std::uint8_t>(shape.racks.size()), token, group});
+// The job's parameter servers get their entries now; its switch entries wait in the control
+// plane's plan for the job's arrival.
+void ClusterBuild::install_job(std::uint32_t j) {
+  const JobSpec& job = spec_.jobs[j];
+  ControlPlaneNode::JobPlan plan{job.plan.start, {}, workers_[j].size()};
+  auto plan_entries = [&](const std::string& name, SwitchNode* node) {
+    for (const engines::SwitchJob& entry : config_.switch_jobs(name, book_))
+      if (entry.job == j) plan.entries.emplace_back(node, entry);
+  };
+  for (std::size_t r = 0; r < rack_switches_.size(); ++r)
+    plan_entries(rack_name(r), rack_switches_[r].second);
+  plan_entries(kSpineName, spine_.second);
   control_->plan(j, std::move(plan));
-  for (std::size_t p = 0; p < server_ids.size(); ++p)
-    servers_[servers_.size() - server_ids.size() + p].second->ps().add_job(engines::PsJob{
-        j, shape.counts, job.window, job.values_per_packet, spine_.first,
-        static_cast<std::uint8_t>(p), spec_.pool_size, token,
-        static_cast<std::uint16_t>(token >> 16)});
+  for (unsigned p = 0; p < servers_[j].size(); ++p)
+    for (engines::PsJob entry : config_.server_jobs(server_name(j, p), book_)) {
+      entry.first_run = static_cast<std::uint16_t>(entry.token >> 16);  // a launch's draw
+      servers_[j][p]->ps().add_job(entry);
+    }
 }
 
 void ClusterBuild::run() {
@@ -222,7 +198,7 @@ JobReport ClusterBuild::job_report(std::uint32_t j) const {
   r.switches = control_->switch_counters(j);
   r.static_first = control_->static_first(j);
   r.departed = control_->departed(j);
-  for (const auto& [id, s] : servers_)
+  for (const PsNode* s : servers_[j])
     if (const auto* c = s->ps().job_counters(j)) engines::add_counters(r.ps, *c);
   r.results_checked = verifiers_[j]->checked();
   r.mismatches = verifiers_[j]->mismatches();
@@ -254,7 +230,6 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
   Simulator sim(spec.seed);
   sim.set_drop_filter(drop_filter);
   ClusterBuild cluster(spec, sim);
-  for (std::uint32_t j = 0; j < spec.jobs.size(); ++j) cluster.add_job(j);
   cluster.run();
   return cluster.report();
 }

@@ -41,6 +41,7 @@ class PsNode : public Node {
  public:
   explicit PsNode(engines::PsConfig config = {}) : ps_(config) {}
   engines::ParameterServer& ps() { return ps_; }
+  const engines::ParameterServer& ps() const { return ps_; }
   void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;
   void set_id(NodeId id) { id_ = id; }
 

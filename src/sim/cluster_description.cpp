@@ -1,0 +1,82 @@
+#include "sim/cluster_description.h"
+
+#include <algorithm>
+
+#include "sim/rng.h"
+
+namespace atp::sim {
+
+namespace {
+
+// 10.kind.(index >> 8).(index & 255), port 9999 (workers: 10000 + rank).
+runtime::Endpoint address(std::uint32_t kind, std::uint32_t index, std::uint16_t port = 9999) {
+  return {(10u << 24) | (kind << 16) | (index & 0xFFFFu), port};
+}
+
+}  // namespace
+
+std::string rack_name(std::size_t rack) { return "rack" + std::to_string(rack); }
+std::string server_name(std::uint32_t job, unsigned shard) {
+  return "ps" + std::to_string(job) + "-" + std::to_string(shard);
+}
+
+runtime::Endpoint rack_address(std::size_t rack) {
+  return address(1, static_cast<std::uint32_t>(rack));
+}
+runtime::Endpoint spine_address() { return address(2, 0); }
+runtime::Endpoint server_address(std::uint32_t job, unsigned shard) {
+  return address(3, job, static_cast<std::uint16_t>(9999 - shard));
+}
+runtime::Endpoint worker_address(std::uint32_t job, std::uint32_t rank) {
+  return address(4, job, static_cast<std::uint16_t>(10000 + rank));
+}
+runtime::Endpoint control_address() { return address(9, 0); }
+
+control::ClusterConfig describe(const ClusterSpec& spec) {
+  std::size_t racks = 0;
+  std::uint16_t width = 1;
+  for (const JobSpec& job : spec.jobs) {
+    racks = std::max(racks, job.workers_per_rack.size());
+    width = std::max(width, job.values_per_packet);
+  }
+  std::vector<control::SwitchSpec> switches;
+  for (std::size_t r = 0; r <= racks; ++r) {
+    control::SwitchSpec s;
+    const bool spine = r == racks;
+    s.name = spine ? kSpineName : rack_name(r);
+    s.address = spine ? spine_address() : rack_address(r);
+    s.level = spine ? proto::Level::spine : proto::Level::rack;
+    s.aggregators = spec.pool_size;
+    s.values_per_aggregator = width;
+    s.policy = spec.policy;
+    s.uplink = spine ? "" : kSpineName;
+    switches.push_back(s);
+  }
+  std::vector<control::ServerSpec> servers;
+  std::vector<control::JobConfig> jobs;
+  for (std::uint32_t j = 0; j < spec.jobs.size(); ++j) {
+    const JobSpec& job = spec.jobs[j];
+    control::JobConfig c;
+    c.id = j;
+    c.window = job.window;
+    c.values_per_packet = job.values_per_packet;
+    c.scale = job.scale;
+    c.max_gradient = job.gradients.magnitude;
+    c.deadline = spec.worker_defaults.deadline;
+    std::uint64_t token_seed = spec.seed ^ (std::uint64_t{j} << 32);
+    c.token = static_cast<std::uint32_t>(splitmix64(token_seed));
+    for (unsigned p = 0; p < spec.parameter_servers; ++p) {
+      servers.push_back({server_name(j, p), server_address(j, p)});
+      c.parameter_servers.push_back(server_name(j, p));
+    }
+    std::uint32_t rank = 0;
+    for (std::size_t r = 0; r < job.workers_per_rack.size(); ++r)
+      for (std::uint8_t w = 0; w < job.workers_per_rack[r]; ++w)
+        c.workers.push_back({rack_name(r), worker_address(j, rank++)});
+    jobs.push_back(std::move(c));
+  }
+  return control::ClusterConfig::from_parts(std::move(switches), std::move(servers),
+                                            std::move(jobs), "simulated cluster");
+}
+
+}  // namespace atp::sim
