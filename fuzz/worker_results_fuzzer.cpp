@@ -17,7 +17,7 @@
 
 #include "engines/worker/worker.h"
 #include "fuzz_packets.h"
-#include "sim/gradients.h"
+#include "workload/gradients.h"
 
 namespace {
 
@@ -190,7 +190,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   if (honest && worker.status(tensor) == engines::AllreduceStatus::done) {
-    sim::ExactSum exact(config.values_per_packet, config.scale, 2);
+    workload::ExactSum exact(config.values_per_packet, config.scale, 2);
     exact.reset(input.size());
     exact.add(input);
     exact.add(input);

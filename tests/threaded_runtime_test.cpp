@@ -14,7 +14,7 @@
 #include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
 #include "libatp/communicator.h"
-#include "sim/gradients.h"
+#include "workload/gradients.h"
 
 namespace atp {
 namespace {
@@ -67,7 +67,7 @@ TEST(ThreadedRuntime, ShardThreadsCommunicatorsAndControlPlaneTogether) {
   constexpr std::size_t n = 20'000;
   auto gradients = [](std::uint32_t job, std::uint32_t rank) {
     std::vector<float> v(n);
-    sim::GradientSource{3}.fill(job, rank, 0, 0, v);
+    workload::GradientSource{3}.fill(job, rank, 0, 0, v);
     return v;
   };
   std::vector<std::vector<float>> out(4, std::vector<float>(n));
@@ -103,7 +103,7 @@ TEST(ThreadedRuntime, ShardThreadsCommunicatorsAndControlPlaneTogether) {
   for (std::uint32_t job = 1; job <= 2; ++job) {
     runtime::AddressBook book;
     const auto config = cluster.worker_config(job, 0, book);
-    sim::ExactSum sum(config.values_per_packet, config.scale, 2);
+    workload::ExactSum sum(config.values_per_packet, config.scale, 2);
     sum.reset(n);
     sum.add(gradients(job, 0));
     sum.add(gradients(job, 1));

@@ -13,7 +13,7 @@
 #include "daemons/switch_daemon.h"
 #include "libatp/atp.h"
 #include "libatp/communicator.h"
-#include "sim/gradients.h"
+#include "workload/gradients.h"
 
 extern "C" int atp_test_c_allreduce(const char* config, uint32_t job, uint32_t rank,
                                     const float* in, float* out, size_t n, char* error,
@@ -58,13 +58,13 @@ class WorkerLibrary : public ::testing::Test {
   }
   std::vector<float> gradients(std::uint32_t rank, std::size_t n) {
     std::vector<float> v(n);
-    sim::GradientSource{9}.fill(5, rank, 0, 0, v);
+    workload::GradientSource{9}.fill(5, rank, 0, 0, v);
     return v;
   }
   std::vector<float> exact(std::size_t n) {
     runtime::AddressBook book;
     const auto config = cluster_->worker_config(5, 0, book);
-    sim::ExactSum sum(config.values_per_packet, config.scale, 2);
+    workload::ExactSum sum(config.values_per_packet, config.scale, 2);
     sum.reset(n);
     sum.add(gradients(0, n));
     sum.add(gradients(1, n));
@@ -130,7 +130,7 @@ TEST_F(WorkerLibrary, ARelaunchedJobGetsItsOwnSumsNotTheLastLaunchs) {
     runs.insert(*run_of_rank[0]);
     runtime::AddressBook book;
     const auto config = cluster_->worker_config(5, 0, book);
-    sim::ExactSum sum(config.values_per_packet, config.scale, 2);
+    workload::ExactSum sum(config.values_per_packet, config.scale, 2);
     sum.reset(n);
     sum.add(in[0]);
     sum.add(in[1]);

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "libatp/communicator.h"
-#include "sim/gradients.h"
+#include "workload/gradients.h"
 
 namespace atp::apps {
 
@@ -28,20 +28,38 @@ struct WorkerOptions {
   bool verify = true, json = false;
 };
 
-void run_worker(const WorkerOptions& o) {
-  const auto cluster = control::ClusterConfig::load(o.config);
-  auto comm = Communicator::from_cluster(cluster, o.job, o.rank, o.run);
-  const engines::WorkerConfig& wc = comm->config();
-  const sim::GradientSource gradients{o.seed};
+// What a worker's training loop measured.
+struct TrainingOutcome {
+  std::uint64_t mismatches = 0;
+  double communication_s = 0;
+  std::string error;  // empty: finished
+};
+
+// Tensors of iteration `it` whose result differs from the exact sum of every worker's input.
+std::uint64_t mismatches_in(const WorkerOptions& o, const engines::WorkerConfig& wc,
+                            const workload::GradientSource& gradients, std::uint32_t it,
+                            const std::vector<std::vector<float>>& output) {
+  workload::ExactSum exact(wc.values_per_packet, wc.scale, wc.job_workers);
+  std::vector<float> expected(o.floats), scratch(o.floats);
+  std::uint64_t mismatches = 0;
+  for (std::uint32_t t = 0; t < o.tensors; ++t) {
+    exact.reset(o.floats);
+    for (std::uint32_t w = 0; w < wc.job_workers; ++w) {
+      gradients.fill(o.job, w, it, t, scratch);
+      exact.add(scratch);
+    }
+    exact.finish(expected);
+    if (std::memcmp(expected.data(), output[t].data(), o.floats * 4) != 0) ++mismatches;
+  }
+  return mismatches;
+}
+
+TrainingOutcome train(const WorkerOptions& o, Communicator& comm) {
+  const workload::GradientSource gradients{o.seed};
   std::vector<std::vector<float>> input(o.tensors, std::vector<float>(o.floats));
   std::vector<std::vector<float>> output(o.tensors, std::vector<float>(o.floats));
-  std::vector<float> expected(o.floats), scratch(o.floats);
-  sim::ExactSum exact(wc.values_per_packet, wc.scale, wc.job_workers);
-
-  std::uint64_t mismatches = 0;
-  double communication = 0;
-  std::string error;
-  for (std::uint32_t it = 0; it < o.iterations && error.empty(); ++it) {
+  TrainingOutcome out;
+  for (std::uint32_t it = 0; it < o.iterations; ++it) {
     for (std::uint32_t t = 0; t < o.tensors; ++t) gradients.fill(o.job, o.rank, it, t, input[t]);
     if (o.compute_ms > 0)
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(o.compute_ms));
@@ -49,52 +67,43 @@ void run_worker(const WorkerOptions& o) {
       // A one-value allreduce is a barrier: the timed region starts when every worker is ready,
       // so one worker's verification never eats into another's measured communication.
       float ready = 0;
-      comm->allreduce({&ready, 1}, {&ready, 1});
-    } catch (const std::exception& e) {
-      error = e.what();
-      break;
-    }
-    const auto start = std::chrono::steady_clock::now();
-    try {
+      comm.allreduce({&ready, 1}, {&ready, 1});
+      const auto start = std::chrono::steady_clock::now();
       std::vector<std::future<void>> done;
       for (std::uint32_t t = 0; t < o.tensors; ++t)
-        done.push_back(comm->allreduce_async(input[t], output[t]));
+        done.push_back(comm.allreduce_async(input[t], output[t]));
       for (auto& d : done) d.get();
+      out.communication_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     } catch (const std::exception& e) {
-      error = e.what();
-      break;
+      out.error = e.what();
+      return out;
     }
-    communication += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (o.verify) {
-      for (std::uint32_t t = 0; t < o.tensors; ++t) {
-        exact.reset(o.floats);
-        for (std::uint32_t w = 0; w < wc.job_workers; ++w) {
-          gradients.fill(o.job, w, it, t, scratch);
-          exact.add(scratch);
-        }
-        exact.finish(expected);
-        if (std::memcmp(expected.data(), output[t].data(), o.floats * 4) != 0) ++mismatches;
-      }
-    }
+    if (o.verify) out.mismatches += mismatches_in(o, comm.config(), gradients, it, output);
     if (!o.progress_file.empty()) std::ofstream(o.progress_file) << it + 1 << "\n";
   }
-  const auto stats = comm->stats();
+  return out;
+}
+
+void report(const WorkerOptions& o, Communicator& comm, const TrainingOutcome& t) {
+  const auto stats = comm.stats();
   const double bytes = 4.0 * o.floats * o.tensors * o.iterations;
-  const bool finished = error.empty();
-  const auto run = comm->run();
+  const bool finished = t.error.empty();
+  const auto run = comm.run();
+  const double seconds = t.communication_s;
   nlohmann::json report = {
       {"job", o.job},
       {"rank", o.rank},
       {"run", run ? nlohmann::json(*run) : nlohmann::json(nullptr)},
       {"finished", finished},
-      {"exact", finished && o.verify && mismatches == 0},
+      {"exact", finished && o.verify && t.mismatches == 0},
       {"verified", o.verify},
-      {"mismatches", mismatches},
-      {"error", error},
+      {"mismatches", t.mismatches},
+      {"error", t.error},
       {"iterations", o.iterations},
       {"tensor_bytes", bytes},
-      {"communication_s", communication},
-      {"throughput_gbps", communication > 0 ? bytes * 8 / communication / 1e9 : 0.0},
+      {"communication_s", seconds},
+      {"throughput_gbps", seconds > 0 ? bytes * 8 / seconds / 1e9 : 0.0},
       {"retransmissions", stats.timeouts + stats.fast_resends}};
   engines::for_each_field(stats, [&](const char* name, std::uint64_t v) { report[name] = v; });
   if (!o.json_out.empty()) std::ofstream(o.json_out) << report.dump() << "\n";
@@ -102,9 +111,16 @@ void run_worker(const WorkerOptions& o) {
     std::cout << report.dump(2) << "\n";
   else
     std::cout << "job " << o.job << " rank " << o.rank << ": "
-              << (finished ? (mismatches == 0 ? "exact" : "NOT EXACT") : "FAILED: " + error)
+              << (finished ? (t.mismatches == 0 ? "exact" : "NOT EXACT") : "FAILED: " + t.error)
               << ", " << report["throughput_gbps"].get<double>() << " Gbit/s\n";
-  set_exit_code(finished && mismatches == 0 ? 0 : 1);
+  set_exit_code(finished && t.mismatches == 0 ? 0 : 1);
+}
+
+void run_worker(const WorkerOptions& o) {
+  const auto cluster = control::ClusterConfig::load(o.config);
+  auto comm = Communicator::from_cluster(cluster, o.job, o.rank, o.run);
+  const TrainingOutcome outcome = train(o, *comm);
+  report(o, *comm, outcome);
 }
 
 }  // namespace

@@ -70,6 +70,90 @@ ClusterConfig ClusterConfig::load(const std::string& path) {
   return parse(buffer.str(), path);
 }
 
+namespace {
+
+const toml::table& entry_table(const toml::node& node, const std::string& origin,
+                               const char* kind) {
+  const auto* t = node.as_table();
+  if (!t) fail(origin, std::string("[[") + kind + "]] entries must be tables");
+  return *t;
+}
+
+SwitchSpec parse_switch(const toml::table& t, const std::string& origin) {
+  SwitchSpec s;
+  s.name = text(t, "name", origin + " [[switch]]");
+  const std::string where = origin + " switch '" + s.name + "'";
+  s.address = runtime::Endpoint::parse_or_throw(text(t, "address", where), where + " address");
+  const auto level = number<int>(t, "level", 1, where);
+  if (level != 1 && level != 2) fail(where, "level must be 1 or 2");
+  s.level = static_cast<proto::Level>(level);
+  s.aggregators = number<std::uint32_t>(t, "aggregators", 1024, where);
+  s.values_per_aggregator = number<std::uint16_t>(t, "values_per_aggregator", 256, where);
+  if (s.values_per_aggregator == 0 || s.values_per_aggregator > proto::kMaxValues)
+    fail(where, "values_per_aggregator must be 1..1024");
+  s.passes = number<std::uint8_t>(t, "passes", 1, where);
+  if (s.passes == 0 || s.values_per_aggregator % s.passes != 0)
+    fail(where, "passes must divide values_per_aggregator");
+  const std::string policy = text(t, "policy", where, false);
+  if (!policy.empty() && !engines::parse_policy(policy, s.policy))
+    fail(where, "policy must be atp, static or none");
+  s.uplink = text(t, "uplink", where, false);
+  s.threads = number<unsigned>(t, "threads", 1, where);
+  if (s.threads == 0 || s.threads > 64) fail(where, "threads must be 1..64");
+  if (s.threads > 1 && s.address.port == 0) fail(where, "threads > 1 needs a fixed port");
+  if (s.aggregators < s.threads && s.policy != engines::Policy::none)
+    fail(where, "needs at least one aggregator per thread");
+  if (std::uint32_t{s.address.port} + s.threads > 65536) fail(where, "ports beyond 65535");
+  return s;
+}
+
+ServerSpec parse_server(const toml::table& t, const std::string& origin) {
+  ServerSpec s;
+  s.name = text(t, "name", origin + " [[ps]]");
+  const std::string where = origin + " ps '" + s.name + "'";
+  s.address = runtime::Endpoint::parse_or_throw(text(t, "address", where), where + " address");
+  return s;
+}
+
+std::vector<WorkerSpec> parse_workers(const toml::table& t, const std::string& where) {
+  const auto* workers = t.get_as<toml::array>("workers");
+  if (!workers) fail(where, "missing workers = [ { rack = ..., address = ... }, ... ]");
+  std::vector<WorkerSpec> out;
+  for (const auto& w : *workers) {
+    const auto* wt = w.as_table();
+    if (!wt) fail(where, "each worker must be { rack = ..., address = ... }");
+    WorkerSpec spec;
+    spec.rack = text(*wt, "rack", where + " worker");
+    spec.address = runtime::Endpoint::parse_or_throw(text(*wt, "address", where + " worker"),
+                                                    where + " worker address");
+    out.push_back(spec);
+  }
+  return out;
+}
+
+JobConfig parse_job(const toml::table& t, const std::string& origin) {
+  JobConfig j;
+  j.id = number<std::uint32_t>(t, "id", 0, origin + " [[job]]");
+  const std::string where = origin + " job " + std::to_string(j.id);
+  j.window = number<std::uint32_t>(t, "window", 64, where);
+  j.values_per_packet = number<std::uint16_t>(t, "values_per_packet", 256, where);
+  j.scale = number<float>(t, "scale", 0.0f, where);
+  j.max_gradient = number<float>(t, "max_gradient", 1.0f, where);
+  const auto deadline_ms = number<Duration>(t, "deadline_ms", 30000, where);
+  if (deadline_ms == 0 || deadline_ms > 24 * 3600 * 1000) fail(where, "deadline_ms must be 1..86400000");
+  j.deadline = deadline_ms * kMillisecond;
+  const auto token = number<std::uint64_t>(t, "token", 0, where);
+  if (token > 0xFFFFFFFFu) fail(where, "token must fit 32 bits");
+  j.token = static_cast<std::uint32_t>(token);
+  if (const auto* servers = t.get_as<toml::array>("parameter_servers"))
+    for (const auto& s : *servers)
+      if (auto name = s.value<std::string>()) j.parameter_servers.push_back(*name);
+  j.workers = parse_workers(t, where);
+  return j;
+}
+
+}  // namespace
+
 ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::string& origin) {
   toml::table root;
   try {
@@ -79,85 +163,18 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
     msg << e.description() << " (line " << e.source().begin.line << ")";
     fail(origin, msg.str());
   }
-  ClusterConfig c;
-  if (const auto* switches = array(root, "switch")) {
-    for (const auto& node : *switches) {
-      const auto* t = node.as_table();
-      if (!t) fail(origin, "[[switch]] entries must be tables");
-      SwitchSpec s;
-      s.name = text(*t, "name", origin + " [[switch]]");
-      const std::string where = origin + " switch '" + s.name + "'";
-      s.address = runtime::Endpoint::parse_or_throw(text(*t, "address", where), where + " address");
-      const auto level = number<int>(*t, "level", 1, where);
-      if (level != 1 && level != 2) fail(where, "level must be 1 or 2");
-      s.level = static_cast<proto::Level>(level);
-      s.aggregators = number<std::uint32_t>(*t, "aggregators", 1024, where);
-      s.values_per_aggregator = number<std::uint16_t>(*t, "values_per_aggregator", 256, where);
-      if (s.values_per_aggregator == 0 || s.values_per_aggregator > proto::kMaxValues)
-        fail(where, "values_per_aggregator must be 1..1024");
-      s.passes = number<std::uint8_t>(*t, "passes", 1, where);
-      if (s.passes == 0 || s.values_per_aggregator % s.passes != 0)
-        fail(where, "passes must divide values_per_aggregator");
-      const std::string policy = text(*t, "policy", where, false);
-      if (!policy.empty() && !engines::parse_policy(policy, s.policy))
-        fail(where, "policy must be atp, static or none");
-      s.uplink = text(*t, "uplink", where, false);
-      s.threads = number<unsigned>(*t, "threads", 1, where);
-      if (s.threads == 0 || s.threads > 64) fail(where, "threads must be 1..64");
-      if (s.threads > 1 && s.address.port == 0) fail(where, "threads > 1 needs a fixed port");
-      if (s.aggregators < s.threads && s.policy != engines::Policy::none)
-        fail(where, "needs at least one aggregator per thread");
-      if (std::uint32_t{s.address.port} + s.threads > 65536) fail(where, "ports beyond 65535");
-      c.switches_.push_back(s);
-    }
-  }
-  if (const auto* servers = array(root, "ps")) {
-    for (const auto& node : *servers) {
-      const auto* t = node.as_table();
-      if (!t) fail(origin, "[[ps]] entries must be tables");
-      ServerSpec s;
-      s.name = text(*t, "name", origin + " [[ps]]");
-      const std::string where = origin + " ps '" + s.name + "'";
-      s.address = runtime::Endpoint::parse_or_throw(text(*t, "address", where), where + " address");
-      c.servers_.push_back(s);
-    }
-  }
-  if (const auto* jobs = array(root, "job")) {
-    for (const auto& node : *jobs) {
-      const auto* t = node.as_table();
-      if (!t) fail(origin, "[[job]] entries must be tables");
-      JobConfig j;
-      j.id = number<std::uint32_t>(*t, "id", 0, origin + " [[job]]");
-      const std::string where = origin + " job " + std::to_string(j.id);
-      j.window = number<std::uint32_t>(*t, "window", 64, where);
-      j.values_per_packet = number<std::uint16_t>(*t, "values_per_packet", 256, where);
-      j.scale = number<float>(*t, "scale", 0.0f, where);
-      j.max_gradient = number<float>(*t, "max_gradient", 1.0f, where);
-      const auto deadline_ms = number<Duration>(*t, "deadline_ms", 30000, where);
-      if (deadline_ms == 0 || deadline_ms > 24 * 3600 * 1000) fail(where, "deadline_ms must be 1..86400000");
-      j.deadline = deadline_ms * kMillisecond;
-      const auto token = number<std::uint64_t>(*t, "token", 0, where);
-      if (token > 0xFFFFFFFFu) fail(where, "token must fit 32 bits");
-      j.token = static_cast<std::uint32_t>(token);
-      if (const auto* servers = t->get_as<toml::array>("parameter_servers"))
-        for (const auto& s : *servers)
-          if (auto name = s.value<std::string>()) j.parameter_servers.push_back(*name);
-      const auto* workers = t->get_as<toml::array>("workers");
-      if (!workers) fail(where, "missing workers = [ { rack = ..., address = ... }, ... ]");
-      for (const auto& w : *workers) {
-        const auto* wt = w.as_table();
-        if (!wt) fail(where, "each worker must be { rack = ..., address = ... }");
-        WorkerSpec spec;
-        spec.rack = text(*wt, "rack", where + " worker");
-        spec.address = runtime::Endpoint::parse_or_throw(text(*wt, "address", where + " worker"),
-                                                        where + " worker address");
-        j.workers.push_back(spec);
-      }
-      c.jobs_.push_back(j);
-    }
-  }
-  c.validate(origin);
-  return c;
+  std::vector<SwitchSpec> switches;
+  std::vector<ServerSpec> servers;
+  std::vector<JobConfig> jobs;
+  if (const auto* entries = array(root, "switch"))
+    for (const auto& node : *entries)
+      switches.push_back(parse_switch(entry_table(node, origin, "switch"), origin));
+  if (const auto* entries = array(root, "ps"))
+    for (const auto& node : *entries)
+      servers.push_back(parse_server(entry_table(node, origin, "ps"), origin));
+  if (const auto* entries = array(root, "job"))
+    for (const auto& node : *entries) jobs.push_back(parse_job(entry_table(node, origin, "job"), origin));
+  return from_parts(std::move(switches), std::move(servers), std::move(jobs), origin);
 }
 
 ClusterConfig ClusterConfig::from_parts(std::vector<SwitchSpec> switches,

@@ -8,7 +8,7 @@
 
 #include "engines/switch/switch_pipeline.h"
 #include "engines/worker/worker.h"
-#include "sim/gradients.h"
+#include "workload/gradients.h"
 #include "sim/nodes.h"
 #include "sim/simulator.h"
 

@@ -12,10 +12,14 @@
 #include "engines/ps/parameter_server.h"
 #include "engines/switch/switch_pipeline.h"
 #include "engines/worker/worker.h"
-#include "sim/gradients.h"
+#include "workload/gradients.h"
 #include "sim/simulator.h"
 
 namespace atp::sim {
+
+// The simulated jobs train on the synthetic gradients of workload/.
+using workload::ExactSum;
+using workload::GradientSource;
 
 class SwitchNode : public Node {
  public:

@@ -60,85 +60,105 @@ std::size_t ParameterServer::entries_in_use(std::uint32_t job) const {
 void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
                                 std::optional<NodeId> from) {
   proto::Header h;
-  if (proto::decode(packet, h) != proto::DecodeError::ok || h.is_downward()) {
-    ++counters_.malformed;
-    return;
-  }
-  auto it = jobs_.find(h.job);
-  if (it == jobs_.end()) {
-    ++counters_.unknown_job;
-    return;
-  }
-  Job& job = it->second;
-  if (h.token != job.config.token || (from && *from != job.config.downstream)) {
-    ++job.counters.forged;
-    return;
-  }
-  if (h.ps_index != job.config.ps_index) {
-    ++counters_.misrouted;
-    return;
-  }
-  if (!consistent(job, h)) {
-    ++job.counters.rejected;
-    return;
-  }
-  if (h.kind == proto::Kind::join) return answer_join(job, h, now, out);
-  const ContributorSet who = ContributorSet::of(h, job.full_masks);
-  note_moved_on(job, h, who);
-  Entry* e = entry_for(job, h);
+  Job* job = admit(packet, from, h);
+  if (job == nullptr) return;
+  if (h.kind == proto::Kind::join) return answer_join(*job, h, now, out);
+  const ContributorSet who = ContributorSet::of(h, job->full_masks);
+  note_moved_on(*job, h, who);
+  Entry* e = entry_for(*job, h);
   if (e == nullptr) {
-    ++job.counters.stale;
+    ++job->counters.stale;
     return;
   }
   if (h.value_count != e->value_count) {
-    ++job.counters.rejected;
+    ++job->counters.rejected;
     return;
   }
   if (e->complete) {
     // Someone resent after the result left: it was lost on the way down. Send it again.
-    ++job.counters.late_results;
-    auto copy = out.add(job.config.downstream, e->result.size());
+    ++job->counters.late_results;
+    auto copy = out.add(job->config.downstream, e->result.size());
     std::copy(e->result.begin(), e->result.end(), copy.begin());
     return;
   }
   e->ecn |= h.has(flag::kEcn);
   if (h.has(flag::kCollision)) {
     e->collided = true;
-    ++job.counters.collided;
+    ++job->counters.collided;
   }
+  if (took_floats(*job, *e, h, packet, out)) return;
+  add_contribution(*job, *e, h, who, packet, out);
+}
 
+// Decode and the tenant checks; the job the packet belongs to, or null (counted).
+ParameterServer::Job* ParameterServer::admit(std::span<const std::uint8_t> packet,
+                                             std::optional<NodeId> from, proto::Header& h) {
+  if (proto::decode(packet, h) != proto::DecodeError::ok || h.is_downward()) {
+    ++counters_.malformed;
+    return nullptr;
+  }
+  auto it = jobs_.find(h.job);
+  if (it == jobs_.end()) {
+    ++counters_.unknown_job;
+    return nullptr;
+  }
+  Job& job = it->second;
+  if (h.token != job.config.token || (from && *from != job.config.downstream)) {
+    ++job.counters.forged;
+    return nullptr;
+  }
+  if (h.ps_index != job.config.ps_index) {
+    ++counters_.misrouted;
+    return nullptr;
+  }
+  if (!consistent(job, h)) {
+    ++job.counters.rejected;
+    return nullptr;
+  }
+  return &job;
+}
+
+// A seq in float mode takes only floats; a float or wrapped packet moves it there. Returns
+// whether the packet was handled so.
+bool ParameterServer::took_floats(Job& job, Entry& e, const proto::Header& h,
+                                  std::span<const std::uint8_t> packet, Outbox& out) {
   const bool float_payload = h.has(flag::kFloatPayload);
-  if (e->float_mode) {
+  if (e.float_mode) {
     if (float_payload)
-      add_floats(job, *e, h, packet, out);
+      add_floats(job, e, h, packet, out);
     else
-      send_float_request(job, *e, out);  // its senders have not heard yet
-    return;
+      send_float_request(job, e, out);  // its senders have not heard yet
+    return true;
   }
-  if (float_payload || h.has(flag::kWrapped)) {
-    enter_float_mode(job, *e, out);
-    if (float_payload) add_floats(job, *e, h, packet, out);
-    return;
-  }
-  if (!e->held.disjoint(who)) {
+  if (!float_payload && !h.has(flag::kWrapped)) return false;
+  enter_float_mode(job, e, out);
+  if (float_payload) add_floats(job, e, h, packet, out);
+  return true;
+}
+
+// An integer contribution: added if disjoint from what the entry holds.
+void ParameterServer::add_contribution(Job& job, Entry& e, const proto::Header& h,
+                                       const ContributorSet& who,
+                                       std::span<const std::uint8_t> packet, Outbox& out) {
+  if (!e.held.disjoint(who)) {
     // Overlap is never added. But a sum that includes everything held (a rack sum arriving
     // after one of its workers' collided fragments) replaces it whole: exact, and it saves
     // the job a round of resends.
-    const bool strict_superset = who.includes(e->held) && !e->held.includes(who);
+    const bool strict_superset = who.includes(e.held) && !e.held.includes(who);
     if (!strict_superset) {
       ++job.counters.duplicates;
       return;
     }
-    std::fill(e->sum.begin(), e->sum.end(), 0);
-    e->held.clear();
-    e->parts = 0;
+    std::fill(e.sum.begin(), e.sum.end(), 0);
+    e.held.clear();
+    e.parts = 0;
     ++job.counters.superseded;
   }
-  add_integers(*e, h, packet);
-  e->held.add(who);
-  ++e->parts;
+  add_integers(e, h, packet);
+  e.held.add(who);
+  ++e.parts;
   ++job.counters.contributions;
-  if (e->held.covers(job.full_masks)) finish_integers(job, *e, out);
+  if (e.held.covers(job.full_masks)) finish_integers(job, e, out);
 }
 
 // The header must describe this job as configured: same racks, same rack sizes, K at most.

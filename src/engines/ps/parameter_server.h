@@ -105,7 +105,12 @@ class ParameterServer {
     PsJobCounters counters;
   };
 
+  Job* admit(std::span<const std::uint8_t> packet, std::optional<NodeId> from, proto::Header& h);
   bool consistent(const Job& job, const proto::Header& h) const;
+  bool took_floats(Job& job, Entry& e, const proto::Header& h,
+                   std::span<const std::uint8_t> packet, Outbox& out);
+  void add_contribution(Job& job, Entry& e, const proto::Header& h, const ContributorSet& who,
+                        std::span<const std::uint8_t> packet, Outbox& out);
   void answer_join(Job& job, const proto::Header& h, Time now, Outbox& out);
   void send_joined(const Job& job, std::uint8_t rack, unsigned bit, std::uint32_t nonce,
                    std::uint16_t run, Outbox& out);

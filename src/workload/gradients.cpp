@@ -1,4 +1,4 @@
-#include "sim/gradients.h"
+#include "workload/gradients.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,12 @@
 
 #include "proto/byte_order.h"
 #include "quant/quantizer.h"
-#include "sim/rng.h"
+#include "sim/rng.h"  // header-only generators, shared with the simulator's links
 
-namespace atp::sim {
+namespace atp::workload {
+
+using sim::Rng;
+using sim::splitmix64;
 
 void GradientSource::fill(std::uint32_t job, std::uint32_t worker, std::uint32_t iteration,
                           std::uint32_t tensor, std::span<float> out) const {
@@ -67,4 +70,4 @@ void ExactSum::finish(std::span<float> out) {
   }
 }
 
-}  // namespace atp::sim
+}  // namespace atp::workload

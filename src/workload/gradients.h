@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-namespace atp::sim {
+namespace atp::workload {
 
 struct GradientSource {
   std::uint64_t seed = 1;
@@ -38,4 +38,4 @@ class ExactSum {
   std::vector<std::uint8_t> wire_;
 };
 
-}  // namespace atp::sim
+}  // namespace atp::workload
