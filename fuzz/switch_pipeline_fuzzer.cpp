@@ -61,8 +61,7 @@ bool contains(const std::vector<Port>& v, Port n) {
 // Another job's aggregator may change in two ways only: taken over once its claim is stale
 // (two claim epochs of stale_after / 2), or freed, untouched otherwise, by a packet of its seq.
 bool taken_over(const AggregatorView& before, Time now, Time stale_after) {
-  const auto epoch = static_cast<std::uint32_t>(2 + now / (stale_after / 2));
-  return before.claim_epoch <= epoch - 2;
+  return before.claim_epoch <= engines::claim_clock(now, stale_after).expired_at_or_before();
 }
 
 bool freed_by_seq(AggregatorView before, const AggregatorView& after, const proto::Header& h) {

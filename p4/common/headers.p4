@@ -104,7 +104,6 @@ struct atp_meta_t {
     bit<1>  job_found;
     bit<32> token;
     bit<8>  fan_in;
-    bit<32> window;
     bit<32> static_first;
     bit<32> static_mask;     // slice size - 1
     bit<1>  has_slice;

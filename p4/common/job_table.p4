@@ -7,12 +7,11 @@
 #include "headers.p4"
 
 control JobTable(in headers_t hdr, inout atp_meta_t meta, in bit<9> ingress_port) {
-    action set_job(bit<32> token, bit<8> fan_in, bit<32> window, bit<32> static_first,
-                   bit<32> static_mask, bit<1> has_slice, bit<16> group) {
+    action set_job(bit<32> token, bit<8> fan_in, bit<32> static_first, bit<32> static_mask,
+                   bit<1> has_slice, bit<16> group) {
         meta.job_found = 1;
         meta.token = token;
         meta.fan_in = fan_in;
-        meta.window = window;
         meta.static_first = static_first;
         meta.static_mask = static_mask;
         meta.has_slice = has_slice;

@@ -9,8 +9,7 @@
 #ifndef ATP_POOL
 #define ATP_POOL 32768  // aggregators (a power of two: the index is masked)
 #endif
-#define ATP_LANES 14    // values per pass (lanes.p4 lists as many)
-#define ATP_LAST_VALUE_STATE parse_value_14  // after the last lane
+#include "lanes.p4"  // ATP_LANES, the values per pass
 
 #include "../common/parser.p4"
 #include "../common/validate.p4"

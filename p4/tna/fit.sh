@@ -13,6 +13,6 @@ if ! p4c --target tofino --arch tna -g -S -o "$out" "$here/atp.p4" >"$out/bf-p4c
   echo "p4-test: p4/tna/atp.p4 does not compile for Tofino 1 (log: $out/bf-p4c.log)"
   exit 1
 fi
-lanes=$(sed -n 's/^#define ATP_LANES \([0-9]*\).*/\1/p' "$here/atp.p4")
+lanes=$(sed -n 's/^#define ATP_LANES \([0-9]*\).*/\1/p' "$here/lanes.p4")
 pool=$(sed -n 's/^#define ATP_POOL \([0-9]*\).*/\1/p' "$here/atp.p4")
 /usr/bin/python3 "$here/fit_report.py" --lanes "$lanes" --pool "$pool" "$out/pipe/logs"

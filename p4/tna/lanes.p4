@@ -1,7 +1,11 @@
-// The value lanes of the TNA program (atp.p4 sets ATP_LANES to as many): X(i) for each lane,
-// and the parser's states, one per lane: Y(i, i + 1).
+// The value lanes of the TNA program, all in this file: how many there are (the values one
+// pass carries; what fits Tofino 1's stages, docs/p4.md), X(i) for each lane, and the parser's
+// states, one per lane: Y(i, i + 1), ending at ATP_LAST_VALUE_STATE.
 #ifndef ATP_TNA_LANES_P4
 #define ATP_TNA_LANES_P4
+
+#define ATP_LANES 14
+#define ATP_LAST_VALUE_STATE parse_value_14
 
 #define ATP_FOR_EACH_LANE(X) \
     X(0) \

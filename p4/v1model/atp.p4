@@ -5,7 +5,7 @@
 #include <core.p4>
 #include <v1model.p4>
 
-#define ATP_LANES 256   // values per packet this program aggregates (K <= 256)
+#include "lanes.p4"  // ATP_LANES, the values per packet
 #define ATP_POOL 4096   // aggregators (the control plane sets a power of two up to this)
 
 #include "../common/headers.p4"

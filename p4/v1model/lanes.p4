@@ -1,6 +1,9 @@
-// The value lanes of the v1model program: X(i) for every lane i the header stack holds.
+// The value lanes of the v1model program, all in this file: how many (the values per packet it
+// aggregates, K <= 256) and X(i) for every lane i the header stack holds.
 #ifndef ATP_V1MODEL_LANES_P4
 #define ATP_V1MODEL_LANES_P4
+
+#define ATP_LANES 256
 
 #define ATP_FOR_EACH_LANE(X) \
     X(0) \

@@ -56,8 +56,8 @@ std::vector<std::string> bmv2_job(const engines::SwitchJob& job, unsigned node_h
                                   const P4Limits& limits) {
   check_ports(job, limits);
   std::vector<std::string> out;
-  out.push_back(fmt::format("table_add {} AtpIngress.job_table.set_job {} => {} {} {} {} {} {} {}",
-                            kJobs, job.job, job.token, job.fan_in, job.window, job.static_first,
+  out.push_back(fmt::format("table_add {} AtpIngress.job_table.set_job {} => {} {} {} {} {} {}",
+                            kJobs, job.job, job.token, job.fan_in, job.static_first,
                             static_mask(job), job.static_count ? 1 : 0, job.multicast_group));
   // Upward packets may come from the members below, downward ones from the hops up.
   for (int downward = 0; downward < 2; ++downward) {

@@ -4,10 +4,8 @@
 #include <memory>
 #include <stdexcept>
 
-#include "quant/quantizer.h"
 #include "sim/cluster_description.h"
 #include "sim/control_plane_node.h"
-#include "sim/rng.h"
 
 namespace atp::sim {
 
@@ -55,7 +53,7 @@ class ClusterBuild {
                                             const runtime::Endpoint& address);
   NodeId add_worker(std::uint32_t j, const engines::WorkerConfig& c, std::uint32_t rank);
   void add_job_nodes(std::uint32_t j);
-  void install_job(std::uint32_t j);
+  void install_jobs();
   JobReport job_report(std::uint32_t j) const;
   void write_traces() const;
 
@@ -86,7 +84,7 @@ ClusterBuild::ClusterBuild(const ClusterSpec& spec, Simulator& sim)
   for (const auto& [id, node] : rack_switches_) sim_.connect(id, spine_.first, spec.core_link);
   // Every node first, then the entries: deriving them looks every member up in the book.
   for (std::uint32_t j = 0; j < spec.jobs.size(); ++j) add_job_nodes(j);
-  for (std::uint32_t j = 0; j < spec.jobs.size(); ++j) install_job(j);
+  install_jobs();
 }
 
 // A node and its address, so that the book's id for the address is the node's id.
@@ -129,13 +127,11 @@ void ClusterBuild::add_job_nodes(std::uint32_t j) {
     sim_.connect(id, spine_.first, spec_.host_link);
   }
   const control::JobConfig& job = config_.job(j);
-  std::uint64_t nonce_seed = spec_.seed ^ (std::uint64_t{j} << 32);
-  splitmix64(nonce_seed);  // the first draw is the job's token
   for (std::uint32_t rank = 0; rank < job.workers.size(); ++rank) {
     engines::WorkerConfig c = config_.worker_config(j, rank, book_, spec_.worker_defaults);
     // Each worker asks the job's first PS for its run, as a real launch does.
     c.run = std::nullopt;
-    c.join_nonce = static_cast<std::uint32_t>(splitmix64(nonce_seed)) | 1u;
+    c.join_nonce = join_nonce(spec_.seed, j, rank);
     if (rank == 0)
       verifiers_.push_back(std::make_unique<JobVerifier>(spec_.jobs[j].gradients, j,
                                                          c.job_workers, c.values_per_packet,
@@ -144,24 +140,26 @@ void ClusterBuild::add_job_nodes(std::uint32_t j) {
   }
 }
 
-// The job's parameter servers get their entries now; its switch entries wait in the control
-// plane's plan for the job's arrival.
-void ClusterBuild::install_job(std::uint32_t j) {
-  const JobSpec& job = spec_.jobs[j];
-  ControlPlaneNode::JobPlan plan{job.plan.start, {}, workers_[j].size()};
+// The parameter servers get their entries now; the switch entries wait in the control
+// plane's plan for each job's arrival. Each switch's entries are derived once, for all jobs.
+void ClusterBuild::install_jobs() {
+  std::vector<ControlPlaneNode::JobPlan> plans(spec_.jobs.size());
+  for (std::uint32_t j = 0; j < plans.size(); ++j)
+    plans[j] = {spec_.jobs[j].plan.start, {}, workers_[j].size()};
   auto plan_entries = [&](const std::string& name, SwitchNode* node) {
     for (const engines::SwitchJob& entry : config_.switch_jobs(name, book_))
-      if (entry.job == j) plan.entries.emplace_back(node, entry);
+      plans[entry.job].entries.emplace_back(node, entry);
   };
   for (std::size_t r = 0; r < rack_switches_.size(); ++r)
     plan_entries(rack_name(r), rack_switches_[r].second);
   plan_entries(kSpineName, spine_.second);
-  control_->plan(j, std::move(plan));
-  for (unsigned p = 0; p < servers_[j].size(); ++p)
-    for (engines::PsJob entry : config_.server_jobs(server_name(j, p), book_)) {
-      entry.first_run = static_cast<std::uint16_t>(entry.token >> 16);  // a launch's draw
-      servers_[j][p]->ps().add_job(entry);
-    }
+  for (std::uint32_t j = 0; j < plans.size(); ++j) control_->plan(j, std::move(plans[j]));
+  for (std::uint32_t j = 0; j < servers_.size(); ++j)
+    for (unsigned p = 0; p < servers_[j].size(); ++p)
+      for (engines::PsJob entry : config_.server_jobs(server_name(j, p), book_)) {
+        entry.first_run = static_cast<std::uint16_t>(entry.token >> 16);  // a launch's draw
+        servers_[j][p]->ps().add_job(entry);
+      }
 }
 
 void ClusterBuild::run() {
@@ -173,9 +171,10 @@ void ClusterBuild::run() {
 
 void ClusterBuild::write_traces() const {
   for (std::size_t r = 0; r < rack_switches_.size(); ++r)
-    conformance::write_trace_file(spec_.trace_dir + "/rack" + std::to_string(r) + ".jsonl",
+    conformance::write_trace_file(spec_.trace_dir + "/" + rack_name(r) + ".jsonl",
                                   rack_switches_[r].second->trace());
-  conformance::write_trace_file(spec_.trace_dir + "/spine.jsonl", spine_.second->trace());
+  conformance::write_trace_file(spec_.trace_dir + "/" + kSpineName + ".jsonl",
+                                spine_.second->trace());
 }
 
 JobReport ClusterBuild::job_report(std::uint32_t j) const {

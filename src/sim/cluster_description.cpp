@@ -32,6 +32,23 @@ runtime::Endpoint worker_address(std::uint32_t job, std::uint32_t rank) {
 }
 runtime::Endpoint control_address() { return address(9, 0); }
 
+namespace {
+std::uint64_t launch_draw(std::uint64_t seed, std::uint32_t job, std::uint32_t n) {
+  std::uint64_t state = seed ^ (std::uint64_t{job} << 32);
+  std::uint64_t draw = splitmix64(state);
+  for (std::uint32_t i = 0; i < n; ++i) draw = splitmix64(state);
+  return draw;
+}
+}  // namespace
+
+std::uint32_t job_token(std::uint64_t seed, std::uint32_t job) {
+  return static_cast<std::uint32_t>(launch_draw(seed, job, 0));
+}
+
+std::uint32_t join_nonce(std::uint64_t seed, std::uint32_t job, std::uint32_t rank) {
+  return static_cast<std::uint32_t>(launch_draw(seed, job, rank + 1)) | 1u;
+}
+
 control::ClusterConfig describe(const ClusterSpec& spec) {
   std::size_t racks = 0;
   std::uint16_t width = 1;
@@ -63,8 +80,7 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     c.scale = job.scale;
     c.max_gradient = job.gradients.magnitude;
     c.deadline = spec.worker_defaults.deadline;
-    std::uint64_t token_seed = spec.seed ^ (std::uint64_t{j} << 32);
-    c.token = static_cast<std::uint32_t>(splitmix64(token_seed));
+    c.token = job_token(spec.seed, j);
     for (unsigned p = 0; p < spec.parameter_servers; ++p) {
       servers.push_back({server_name(j, p), server_address(j, p)});
       c.parameter_servers.push_back(server_name(j, p));

@@ -22,6 +22,11 @@ runtime::Endpoint server_address(std::uint32_t job, unsigned shard);
 runtime::Endpoint worker_address(std::uint32_t job, std::uint32_t rank);
 runtime::Endpoint control_address();
 
+// What a launch of job j draws from the seed, in this order: the job's token, then one join
+// nonce per worker rank.
+std::uint32_t job_token(std::uint64_t seed, std::uint32_t job);
+std::uint32_t join_nonce(std::uint64_t seed, std::uint32_t job, std::uint32_t rank);
+
 // Throws std::invalid_argument as ClusterConfig::parse would.
 control::ClusterConfig describe(const ClusterSpec& spec);
 

@@ -74,7 +74,6 @@ namespace {
 // The contributor-index table: P4 matches the bitmap exactly against its 32 one-bit values.
 bool single_contributor(std::uint32_t bitmap) { return std::has_single_bit(bitmap); }
 
-
 Verdict to_port(Port p) { return {Verdict::Action::port, p, 0}; }
 
 }  // namespace
@@ -321,7 +320,6 @@ bool SwitchPipeline::owner_match_and_free(Metadata& m) {
   return registers_.owner_seq_match_and_free(m.index, m.h.seq) &&
          registers_.owner_id_matches(m.index, m.tag().hi);
 }
-
 
 // The value stages, one register array per pass: pass p takes lanes [p K', (p + 1) K').
 // `into_packet` (a flush of an absent contribution) adds the registers into the packet only.
