@@ -62,8 +62,8 @@ struct SwitchJob {
   std::vector<Port> downstream;
   // Ports toward the PS: one for every ps_index, or a single one for all.
   std::vector<Port> upstream;
-  // The job's window (power of two): an aggregator held by seq s of this job is stale once the
-  // job sends seq s + window, since that proves s finished at the PS.
+  // The job's window (power of two). Checked on add_job and kept in traces, but no longer read
+  // by the pipeline: an aggregator goes stale by its claim's age (engines.md §2.2), not by seq.
   std::uint32_t window = 1;
   // Static policy only: the job's slice [first, first + count) of the pool.
   std::uint32_t static_first = 0;
