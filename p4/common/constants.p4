@@ -5,6 +5,8 @@
 
 const bit<16> ATP_ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  ATP_IP_PROTO_UDP   = 17;
+// ATP packets are UDP datagrams to this port (proto::kDefaultUdpPort); others are plain IPv4.
+const bit<16> ATP_UDP_PORT = 9999;
 const bit<8>  ATP_VERSION        = 1;
 const bit<16> ATP_HEADER_BYTES   = 44;
 const bit<16> ATP_MAX_VALUES     = 1024;  // proto::kMaxValues

@@ -6,9 +6,6 @@
 
 #include "headers.p4"
 
-// ATP packets are UDP datagrams to this port (proto::kDefaultUdpPort); others are plain IPv4.
-const bit<16> ATP_UDP_PORT = 9999;
-
 // Expects `pkt`, `hdr` (headers_t) and `meta` (atp_meta_t, is_atp cleared before).
 #define ATP_HEADER_STATES(after_atp)                                        \
     state parse_ethernet {                                                  \

@@ -10,7 +10,7 @@ Ethernet/IPv4/UDP, waits for a barrier packet, and compares what left on every p
 record (verdict, then the ATP header field by field, then the values). The first difference
 fails the trace and is printed.
 
-Usage (root): bmv2_replay.py --program atp.json --atp build/bin/atp TRACE...
+Usage (root): PYTHONPATH=build/python bmv2_replay.py --program atp.json --atp build/bin/atp TRACE...
 """
 import argparse
 import json
@@ -21,6 +21,8 @@ import struct
 import subprocess
 import sys
 import time
+
+from atp.bmv2 import Cli  # PYTHONPATH: the build tree's python/ (run.sh sets it)
 
 ATP_PORT = 9999
 BARRIER_PORT = 510
@@ -84,39 +86,6 @@ def compare(expected, actual):
         if x != y:
             return f"byte {i}: expected {x:#04x}, got {y:#04x}"
     return ""
-
-
-class Cli:
-    """One simple_switch_CLI session, command by command."""
-
-    PROMPT = b"RuntimeCmd: "
-
-    def __init__(self, thrift_port):
-        self.proc = subprocess.Popen(["simple_switch_CLI", "--thrift-port", str(thrift_port)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
-        self.read_to_prompt()
-
-    def read_to_prompt(self):
-        out = b""
-        while not out.endswith(self.PROMPT):
-            chunk = os.read(self.proc.stdout.fileno(), 65536)
-            if not chunk:
-                raise RuntimeError("simple_switch_CLI exited: " + out.decode(errors="replace"))
-            out += chunk
-        return out[:-len(self.PROMPT)].decode(errors="replace")
-
-    def run(self, command):
-        self.proc.stdin.write(command.encode() + b"\n")
-        self.proc.stdin.flush()
-        out = self.read_to_prompt()
-        if "Error" in out or "Invalid" in out or "error" in out:
-            raise RuntimeError(f"{command!r}: {out.strip()}")
-        return out
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
 
 
 def handle_in(output):

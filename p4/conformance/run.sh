@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make p4-test` (and ctest's p4_conformance): compile the P4 programs, then replay the switch
-# traces the engine tests and the simulator write through BMv2 and compare every packet out.
+# traces the engine tests and the simulator write through BMv2 and compare every packet out;
+# then real runs of workers and PSs through BMv2 switches (tests/integration/test_bmv2_cluster.py).
 # Needs the P4 toolchain on PATH (docs/p4.md says how to install it) and root for the network
 # namespace; without them it says what is missing and exits 77 (ctest: skipped).
 set -euo pipefail
@@ -51,5 +52,10 @@ for d in "$out"/traces/sim-*; do
 done
 
 echo "p4-test: replaying through simple_switch"
-/usr/bin/python3 "$here/p4/conformance/bmv2_replay.py" --program "$out/atp.json" \
-  --atp "$build/bin/atp" --netns "atp-p4-$$" "$out"/traces/unit/*.jsonl "$out"/traces/sim-*.jsonl
+PYTHONPATH="$build/python" /usr/bin/python3 "$here/p4/conformance/bmv2_replay.py" \
+  --program "$out/atp.json" --atp "$build/bin/atp" --netns "atp-p4-$$" \
+  "$out"/traces/unit/*.jsonl "$out"/traces/sim-*.jsonl
+
+echo "p4-test: real runs: atp workers and PSs through BMv2 switches in namespaces"
+ATP_BIN="$build/bin/atp" ATP_P4_PROGRAM="$out/atp.json" \
+  /usr/bin/python3 "$here/tests/integration/test_bmv2_cluster.py"

@@ -16,6 +16,7 @@
 #include "../common/job_table.p4"
 #include "../common/classify.p4"
 #include "../common/next_step.p4"
+#include "../common/next_hop.p4"
 #include "aggregator.p4"
 
 // Lane i's state: take value i, stop after value_count of them.
@@ -170,6 +171,7 @@ control AtpEgress(inout headers_t hdr, inout atp_egress_meta_t meta,
                   in egress_intrinsic_metadata_from_parser_t prsr_md,
                   inout egress_intrinsic_metadata_for_deparser_t dprsr_md,
                   inout egress_intrinsic_metadata_for_output_port_t oport_md) {
+    NextHop() next_hop;
     // The threshold comes from the control plane (0: never mark); the compare is a
     // saturating subtraction, as a switch compares a field with a constant only.
     bit<19> below_threshold = 0;
@@ -187,12 +189,21 @@ control AtpEgress(inout headers_t hdr, inout atp_egress_meta_t meta,
                 if (below_threshold == 0) { hdr.atp.flags = hdr.atp.flags | FLAG_ECN; }
             }
         }
+        next_hop.apply(hdr, (bit<9>)eg_md.egress_port);
     }
 }
 
 control AtpEgressDeparser(packet_out pkt, inout headers_t hdr, in atp_egress_meta_t meta,
                           in egress_intrinsic_metadata_for_deparser_t dprsr_md) {
-    apply { pkt.emit(hdr); }
+    Checksum() ipv4_checksum;
+    apply {
+        // The next hop rewrote the addresses of ATP packets.
+        hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+            hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
+            hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+            hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst });
+        pkt.emit(hdr);
+    }
 }
 
 Pipeline(AtpIngressParser(), AtpIngress(), AtpIngressDeparser(),

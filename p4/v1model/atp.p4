@@ -14,6 +14,7 @@
 #include "../common/job_table.p4"
 #include "../common/classify.p4"
 #include "../common/next_step.p4"
+#include "../common/next_hop.p4"
 #include "aggregator.p4"
 
 parser AtpV1Parser(packet_in pkt, out headers_t hdr, inout atp_meta_t meta,
@@ -125,10 +126,12 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
 }
 
 // ECN is an egress fact: a fragment leaving through a queue deeper than the threshold is
-// marked. `ecn_mark_all` marks every fragment (how a trace's `congested` is replayed).
+// marked. `ecn_mark_all` marks every fragment (how a trace's `congested` is replayed). Then
+// the next hop's address (next_hop.p4).
 control AtpEgress(inout headers_t hdr, inout atp_meta_t meta, inout standard_metadata_t sm) {
     register<bit<32>>(1) ecn_threshold;  // packets queued; 0: never
     register<bit<1>>(1) ecn_mark_all;
+    NextHop() next_hop;
     apply {
         if (hdr.atp.isValid() && hdr.atp.kind == KIND_FRAGMENT) {
             bit<32> threshold;
@@ -139,12 +142,13 @@ control AtpEgress(inout headers_t hdr, inout atp_meta_t meta, inout standard_met
                 hdr.atp.flags = hdr.atp.flags | FLAG_ECN;
             }
         }
+        next_hop.apply(hdr, sm.egress_port);
     }
 }
 
 control AtpComputeChecksum(inout headers_t hdr, inout atp_meta_t meta) {
     apply {
-        // Plain forwarding changed the ttl; ATP packets keep their IPv4 header as it came.
+        // Plain forwarding changed the ttl, the next hop the addresses of ATP packets.
         update_checksum(hdr.ipv4.isValid(),
             { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len,
               hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,

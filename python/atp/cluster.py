@@ -15,7 +15,13 @@ switches and the pool. Plain traffic (Gloo's TCP) is routed through the same swi
 share of packets in every switch namespace (iptables -m statistic). Namespaces are always torn
 down, also on failure or Ctrl-C.
 
+--switch bmv2 runs the P4 program (p4/v1model/atp.p4) on BMv2 simple_switch as every switch
+instead of `atp switch` (python/atp/bmv2.py): PS hosts hang off the rack switch (one rack) or
+the level-2 switch, loss is dropped on the hosts, only ATP systems run. BMv2 forwards a few
+thousand packets a second: keep tensors small.
+
     atp cluster run   --racks 1 --workers 4 --jobs 2 --systems atp,static,gloo
+    atp cluster run   --switch bmv2 --racks 2 --workers 4 --jobs 2 --systems atp --floats 20000
     atp cluster bench --workers 2,4,8 --racks 1,2 --jobs 1,2,4 --out results/
 """
 import argparse
@@ -89,6 +95,8 @@ def teardown():
 
 class Topology:
     """Namespaces, links, addresses, routes, shaping and loss for racks x hosts and PS hosts."""
+
+    SWITCH_PORT = 9000  # where `atp switch` listens
 
     def __init__(self, racks, hosts_per_rack, servers, rate_mbit, loss=0.0):
         self.racks, self.hosts_per_rack, self.servers = racks, hosts_per_rack, servers
@@ -183,19 +191,33 @@ class Topology:
     def spawn(ns, cmd, log):
         return subprocess.Popen(["ip", "netns", "exec", ns] + cmd, stdout=log, stderr=subprocess.STDOUT)
 
+    def switch_names(self):
+        """(namespace, cluster file name) of every switch."""
+        names = [(self.rack_switch(r), f"rack{r}") for r in range(self.racks)]
+        if self.racks > 1:
+            names.append((self.SPINE, "spine"))
+        return names
+
+    def wiring_lines(self, switch_ns):
+        """What the cluster file says about a switch's ports: nothing for `atp switch`."""
+        return []
+
 
 def cluster_file(topo, jobs, workers, policy, aggregators, window, values_per_packet):
     lines = []
     for r in range(topo.racks):
-        lines += ["[[switch]]", f'name = "rack{r}"', f'address = "{topo.rack_switch_ip(r)}:9000"',
+        lines += ["[[switch]]", f'name = "rack{r}"',
+                  f'address = "{topo.rack_switch_ip(r)}:{topo.SWITCH_PORT}"',
                   "level = 1", f"aggregators = {aggregators}", f'policy = "{policy}"',
                   f"values_per_aggregator = {values_per_packet}"]
+        lines += topo.wiring_lines(topo.rack_switch(r))
         if topo.racks > 1:
             lines.append('uplink = "spine"')
     if topo.racks > 1:
-        lines += ["[[switch]]", 'name = "spine"', f'address = "{topo.SPINE_IP}:9000"', "level = 2",
-                  f"aggregators = {aggregators}", f'policy = "{policy}"',
+        lines += ["[[switch]]", 'name = "spine"', f'address = "{topo.SPINE_IP}:{topo.SWITCH_PORT}"',
+                  "level = 2", f"aggregators = {aggregators}", f'policy = "{policy}"',
                   f"values_per_aggregator = {values_per_packet}"]
+        lines += topo.wiring_lines(topo.SPINE)
     for j in range(jobs):
         lines += ["[[ps]]", f'name = "ps{j + 1}"', f'address = "{topo.server_ip(j)}:9100"']
     for j in range(jobs):
@@ -241,6 +263,12 @@ def wait_reports(procs, timeout, cpu):
     return reports
 
 
+def start_software_switches(topo, config, binary, log):
+    return [("switches", topo.spawn(ns, [binary, "switch", "--config", config, "--name", name,
+                                         "--log-level", "warn"], log))
+            for ns, name in topo.switch_names()]
+
+
 def run_system(system, topo, args, workdir):
     """Runs every job on `system`; returns one report per job (workers' reports inside)."""
     kind, policy = SYSTEMS[system]
@@ -248,6 +276,7 @@ def run_system(system, topo, args, workdir):
     folder = os.path.join(workdir, system)
     os.makedirs(folder, exist_ok=True)
     daemons, workers, cpu = [], [], {}  # daemons: (role, process)
+    clock, p4_steps = None, None  # the BMv2 switches' claim clock and what they did
     log = open(os.path.join(folder, "processes.log"), "w")
     started = time.time()
     try:
@@ -256,14 +285,11 @@ def run_system(system, topo, args, workdir):
             with open(config, "w") as f:
                 f.write(cluster_file(topo, args.jobs, args.workers, policy, args.aggregators,
                                      args.window, args.values_per_packet))
-            for r in range(topo.racks):
-                daemons.append(("switches", topo.spawn(topo.rack_switch(r), [
-                    binary, "switch", "--config", config, "--name", f"rack{r}", "--log-level",
-                    "warn"], log)))
-            if topo.racks > 1:
-                daemons.append(("switches", topo.spawn(topo.SPINE, [
-                    binary, "switch", "--config", config, "--name", "spine", "--log-level",
-                    "warn"], log)))
+            if args.switch == "bmv2":
+                log.flush()
+                clock = topo.start_switches(args.p4_program, config, binary, log)
+            else:
+                daemons += start_software_switches(topo, config, binary, log)
             for j in range(args.jobs):
                 daemons.append(("parameter_servers", topo.spawn(topo.server(j), [
                     binary, "ps", "--config", config, "--name", f"ps{j + 1}", "--log-level",
@@ -298,6 +324,9 @@ def run_system(system, topo, args, workdir):
                 pass
         for role, p in everyone:
             cpu[role] = cpu.get(role, 0) + wait_with_cpu(p, 10)
+        if clock:
+            clock.stop()
+            p4_steps = topo.stop_switches()  # a fresh BMv2 per system: no state carried over
         log.close()
 
     jobs = []
@@ -313,9 +342,12 @@ def run_system(system, topo, args, workdir):
                      "workers": mine})
     # Where the machine's time went: CPU seconds per role over the run's wall time (2 cores on
     # the development machine: a sum near 2 x wall means CPU-bound, not link-bound).
-    return {"system": system, "jobs": jobs, "exact": all(j["exact"] for j in jobs),
-            "mean_job_algbw_gbps": sum(j["algbw_gbps"] for j in jobs) / len(jobs),
-            "wall_s": wall, "cpu_s": cpu}
+    result = {"system": system, "jobs": jobs, "exact": all(j["exact"] for j in jobs),
+              "mean_job_algbw_gbps": sum(j["algbw_gbps"] for j in jobs) / len(jobs),
+              "wall_s": wall, "cpu_s": cpu}
+    if p4_steps is not None:
+        result["p4_next_steps"] = p4_steps  # per switch: packets per next step
+    return result
 
 
 def wire_ceiling_gbps(rate_mbit, values_per_packet):
@@ -327,8 +359,12 @@ def wire_ceiling_gbps(rate_mbit, values_per_packet):
 def run_point(args, systems, progress=None):
     """One topology, every system on it in turn; returns the point's record."""
     hosts = math.ceil(args.workers / args.racks)
-    topo = Topology(args.racks, hosts, args.jobs, args.rate_mbit, args.loss)
     workdir = tempfile.mkdtemp(prefix="atp-cluster-")
+    if args.switch == "bmv2":
+        from .bmv2 import Bmv2Topology as topology
+    else:
+        topology = Topology
+    topo = topology(args.racks, hosts, args.jobs, args.rate_mbit, args.loss)
     try:
         topo.build()
         results = {}
@@ -343,7 +379,7 @@ def run_point(args, systems, progress=None):
         else:
             print(f"kept {workdir}", file=sys.stderr)
     ceiling = wire_ceiling_gbps(args.rate_mbit, args.values_per_packet)
-    record = {"racks": args.racks, "workers": args.workers, "jobs": args.jobs,
+    record = {"switch": args.switch, "racks": args.racks, "workers": args.workers, "jobs": args.jobs,
               "rate_mbit": args.rate_mbit, "floats": args.floats, "loss": args.loss,
               "aggregators": args.aggregators, "window": args.window,
               "values_per_packet": args.values_per_packet, "wire_ceiling_gbps": ceiling,
@@ -360,7 +396,7 @@ def run_point(args, systems, progress=None):
 
 
 def print_record(rec):
-    print(f"racks {rec['racks']}  workers {rec['workers']}  jobs {rec['jobs']}  "
+    print(f"{rec['switch']} switches  racks {rec['racks']}  workers {rec['workers']}  jobs {rec['jobs']}  "
           f"{rec['rate_mbit']} Mbit/s  {rec['floats'] * 4 / 1e6:.1f} MB  loss {rec['loss']}  "
           f"(ATP wire ceiling {rec['wire_ceiling_gbps']:.3f} Gbit/s)")
     for system, r in rec["systems"].items():
@@ -375,6 +411,9 @@ def print_record(rec):
         for j in r["jobs"]:
             for e in j["errors"]:
                 print(f"    job {j['job']}: {e}")
+        for switch, steps in r.get("p4_next_steps", {}).items():
+            done = ", ".join(f"{step} {n}" for step, n in steps.items() if n)
+            print(f"          BMv2 {switch}: {done or 'no ATP packets'}")
     if rec.get("atp_share_of_ceiling") is not None:
         print(f"  ATP (all jobs together, as they share host links) at "
               f"{rec['atp_share_of_ceiling'] * 100:.0f}% of its wire ceiling")
@@ -398,6 +437,12 @@ def add_common(p, sweep):
     p.add_argument("--timeout", type=float, default=600, help="seconds per system run")
     p.add_argument("--keep", action="store_true", help="keep each run's folder (configs, reports, logs)")
     p.add_argument("--json", metavar="FILE", help="write the results here")
+    p.add_argument("--switch", choices=("software", "bmv2"), default="software",
+                   help="what the switches run: `atp switch`, or the P4 program on BMv2 "
+                        "simple_switch (ATP systems only; slow: small tensors)")
+    p.add_argument("--p4-program", metavar="JSON",
+                   help="with --switch bmv2: the compiled p4/v1model/atp.p4 (default: compile it, "
+                        "about a minute)")
 
 
 def parse_systems(text):
@@ -495,6 +540,15 @@ def main(argv=None):
     add_common(sweep, sweep=True)
     args = parser.parse_args(argv)
     systems = parse_systems(args.systems)
+    if args.switch == "bmv2":
+        from . import bmv2
+        if "gloo" in systems:
+            parser.error("--switch bmv2 runs ATP systems only (the P4 switches route nothing else)")
+        missing = bmv2.tools_missing()
+        if missing:
+            print(f"atp cluster: --switch bmv2 needs {', '.join(missing)} on PATH "
+                  "(docs/p4.md: installing the P4 toolchain)", file=sys.stderr)
+            return 2
     if os.geteuid() != 0:
         print("atp cluster: needs root", file=sys.stderr)
         return 2
@@ -513,6 +567,10 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, interrupted)
     try:
+        if args.switch == "bmv2" and not args.p4_program:
+            print("atp cluster: compiling p4/v1model/atp.p4 for BMv2 (about a minute)",
+                  file=sys.stderr)
+            args.p4_program = bmv2.compile_program(tempfile.mkdtemp(prefix="atp-p4-"))
         if args.command == "bench":
             return bench(args, systems)
         if args.racks < 1 or args.workers < args.racks or args.jobs < 1 or args.floats < 1:

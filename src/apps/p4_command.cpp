@@ -22,12 +22,7 @@ struct P4ConfigOptions {
 // Every entry of a switch of the cluster file, for a fresh BMv2.
 void print_cluster_entries(const P4ConfigOptions& o) {
   const auto cluster = control::ClusterConfig::load(o.config);
-  runtime::AddressBook book;
-  const auto profile = control::bmv2_profile(cluster.switch_config(o.switch_name));
-  for (const auto& line : profile) std::cout << line << "\n";
-  unsigned node = 0;
-  for (const auto& job : cluster.switch_jobs(o.switch_name, book))
-    for (const auto& line : control::bmv2_job(job, node++)) std::cout << line << "\n";
+  for (const auto& line : control::bmv2_switch(cluster, o.switch_name)) std::cout << line << "\n";
 }
 
 // JSON for the harness: the profile, for each trace event that adds a job (by its index among

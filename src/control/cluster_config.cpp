@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -60,6 +61,51 @@ const toml::array* array(const toml::table& root, const char* key) {
   return n ? n->as_array() : nullptr;
 }
 
+std::uint64_t mac_address(const std::string& text, const std::string& where) {
+  unsigned b[6];
+  char end = 0;
+  if (text.size() != 17 ||
+      std::sscanf(text.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
+                  &b[5], &end) != 6)
+    fail(where, "'" + text + "' is not a MAC address (aa:bb:cc:dd:ee:ff)");
+  std::uint64_t mac = 0;
+  for (unsigned byte : b) mac = (mac << 8) | byte;
+  return mac;
+}
+
+std::uint32_t ipv4_address(const std::string& text, const std::string& where) {
+  const auto e = runtime::Endpoint::parse(text + ":0");
+  if (!e) fail(where, "'" + text + "' is not an IPv4 address");
+  return e->ip;
+}
+
+// A P4 switch's `mac` and `ports = [ { port = 1, peer = "10.0.0.2", mac = "..." }, ... ]`.
+P4Wiring parse_p4_wiring(const toml::table& t, const std::string& where) {
+  P4Wiring w;
+  const std::string mac = text(t, "mac", where, false);
+  const auto* ports = t.get("ports");
+  if (mac.empty() != (ports == nullptr)) fail(where, "a P4 switch needs both `mac` and `ports`");
+  if (ports == nullptr) return w;
+  w.mac = mac_address(mac, where + " mac");
+  if (!ports->is_array()) fail(where, "ports must be [ { port = ..., peer = ..., mac = ... } ]");
+  std::map<std::uint16_t, int> seen_ports;
+  std::map<std::uint32_t, int> seen_peers;
+  for (const auto& node : *ports->as_array()) {
+    const auto* pt = node.as_table();
+    if (!pt) fail(where, "each port must be { port = ..., peer = ..., mac = ... }");
+    P4Port p;
+    p.port = number<std::uint16_t>(*pt, "port", 0, where + " port");
+    const std::string peer = text(*pt, "peer", where + " port " + std::to_string(p.port));
+    p.peer_ip = ipv4_address(peer, where + " port " + std::to_string(p.port));
+    p.peer_mac = mac_address(text(*pt, "mac", where + " port " + std::to_string(p.port)),
+                             where + " port " + std::to_string(p.port));
+    if (++seen_ports[p.port] > 1) fail(where, "port " + std::to_string(p.port) + " is listed twice");
+    if (++seen_peers[p.peer_ip] > 1) fail(where, "peer " + peer + " is behind two ports");
+    w.ports.push_back(p);
+  }
+  return w;
+}
+
 }  // namespace
 
 ClusterConfig ClusterConfig::load(const std::string& path) {
@@ -104,6 +150,7 @@ SwitchSpec parse_switch(const toml::table& t, const std::string& origin) {
   if (s.aggregators < s.threads && s.policy != engines::Policy::none)
     fail(where, "needs at least one aggregator per thread");
   if (std::uint32_t{s.address.port} + s.threads > 65536) fail(where, "ports beyond 65535");
+  s.p4 = parse_p4_wiring(t, where);
   return s;
 }
 

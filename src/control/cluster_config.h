@@ -15,6 +15,21 @@
 
 namespace atp::control {
 
+// Where a P4 switch's ports lead: only the P4 control plane reads it (`atp p4 config`); a
+// software switch talks through its socket. A P4 switch rewrites the addresses of what it sends
+// (p4/common/next_hop.p4), so it must know each neighbour's port and MAC.
+struct P4Port {
+  std::uint16_t port = 0;     // the target's port number
+  std::uint32_t peer_ip = 0;  // the host or switch at the other end, host order
+  std::uint64_t peer_mac = 0;
+};
+
+struct P4Wiring {
+  std::uint64_t mac = 0;  // the switch's own: the source of what it sends
+  std::vector<P4Port> ports;
+  bool empty() const { return ports.empty(); }
+};
+
 struct SwitchSpec {
   std::string name;
   runtime::Endpoint address;
@@ -27,6 +42,7 @@ struct SwitchSpec {
   // Cores: each thread serves its own UDP port (address port + i), its own share of the pool
   // and its own jobs (those whose id mod threads is i).
   unsigned threads = 1;
+  P4Wiring p4;  // keys `mac` and `ports`; empty for a software switch
 };
 
 struct ServerSpec {

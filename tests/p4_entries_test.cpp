@@ -1,0 +1,117 @@
+// What `atp p4 config` installs on a P4 switch of a cluster file: the software switch's entries
+// with node ids replaced by the switch's ports, and the next hop's addresses per (job, port).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "control/p4_entries.h"
+
+namespace atp::control {
+namespace {
+
+using ::testing::HasSubstr;
+
+// One rack switch on ATP's port, two workers of job 1 behind ports 3 and 4, the PS behind 7.
+std::string one_rack(const std::string& switch_extra, const std::string& second_worker =
+                                                          "10.0.0.12:9200") {
+  return R"(
+[[switch]]
+name = "rack0"
+address = "10.0.0.1:9999"
+level = 1
+aggregators = 64
+values_per_aggregator = 32
+)" + switch_extra + R"(
+[[ps]]
+name = "ps1"
+address = "10.0.1.10:9100"
+
+[[job]]
+id = 1
+token = 7
+window = 8
+values_per_packet = 32
+parameter_servers = ["ps1"]
+workers = [ { rack = "rack0", address = "10.0.0.11:9200" },
+            { rack = "rack0", address = ")" + second_worker + R"(" } ]
+)";
+}
+
+const std::string kWiring = R"(mac = "02:00:00:00:00:01"
+ports = [ { port = 3, peer = "10.0.0.11", mac = "02:00:00:00:00:0b" },
+          { port = 4, peer = "10.0.0.12", mac = "02:00:00:00:00:0c" },
+          { port = 7, peer = "10.0.1.10", mac = "02:00:00:00:01:0a" } ]
+)";
+
+bool has(const std::vector<std::string>& lines, const std::string& line) {
+  return std::find(lines.begin(), lines.end(), line) != lines.end();
+}
+
+TEST(P4Entries, NodesBecomeTheWiredPortsAndEachGetsItsAddress) {
+  const auto lines = bmv2_switch(ClusterConfig::parse(one_rack(kWiring)), "rack0");
+  // Members by port, the route up to the PS's port, the multicast group over the workers.
+  EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 3 0 =>"));
+  EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 7 1 =>"));
+  EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.routes_up AtpIngress.job_table.up 1 0&&&0 => 7 1"));
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                          [](const std::string& l) {
+                            return l.starts_with("mc_node_create ") && l.ends_with(" 3 4");
+                          }),
+            1);
+  // What leaves by port 4 for job 1 goes to the second worker, from the switch's address.
+  EXPECT_TRUE(has(lines, "table_add AtpEgress.next_hop.next_hop AtpEgress.next_hop.rewrite 1 4 => "
+                         "02:00:00:00:00:01 02:00:00:00:00:0c 10.0.0.1 10.0.0.12 9200"));
+  EXPECT_TRUE(has(lines, "table_add AtpEgress.next_hop.next_hop AtpEgress.next_hop.rewrite 1 7 => "
+                         "02:00:00:00:00:01 02:00:00:00:01:0a 10.0.0.1 10.0.1.10 9100"));
+  EXPECT_TRUE(has(lines, "table_add AtpIngress.ipv4_routes AtpIngress.ipv4_forward 10.0.1.10/32 => "
+                         "7 02:00:00:00:01:0a"));
+}
+
+TEST(P4Entries, RefusesWhatAP4SwitchCannotBe) {
+  auto refusal = [](const std::string& text) {
+    try {
+      bmv2_switch(ClusterConfig::parse(text), "rack0");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_THAT(refusal(one_rack("")), HasSubstr("needs `mac` and `ports`"));
+  std::string not_atp_port = one_rack(kWiring);
+  not_atp_port.replace(not_atp_port.find("10.0.0.1:9999"), 13, "10.0.0.1:9000");
+  EXPECT_THAT(refusal(not_atp_port), HasSubstr("UDP port 9999"));
+  std::string unwired = one_rack(kWiring);
+  unwired.replace(unwired.find("peer = \"10.0.1.10\""), 18, "peer = \"10.0.1.99\"");
+  EXPECT_THAT(refusal(unwired), HasSubstr("no port in `ports` leads to 10.0.1.10:9100"));
+  // Two workers of one job on one host: the next hop could address only one of them.
+  EXPECT_THAT(refusal(one_rack(kWiring, "10.0.0.11:9201")), HasSubstr("two nodes behind port 3"));
+}
+
+TEST(P4Entries, TheWiringIsCheckedWhenTheFileIsRead) {
+  auto refusal = [](const std::string& wiring) {
+    try {
+      ClusterConfig::parse(one_rack(wiring));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_THAT(refusal("mac = \"02:00:00:00:00:01\"\n"), HasSubstr("both `mac` and `ports`"));
+  EXPECT_THAT(refusal("mac = \"02:00:00:00:00\"\nports = []\n"), HasSubstr("not a MAC address"));
+  EXPECT_THAT(refusal("mac = \"02:00:00:00:00:01\"\nports = [ { port = 1, peer = \"10.0.0.300\", "
+                      "mac = \"02:00:00:00:00:02\" } ]\n"),
+              HasSubstr("not an IPv4 address"));
+  EXPECT_THAT(refusal("mac = \"02:00:00:00:00:01\"\nports = [ "
+                      "{ port = 1, peer = \"10.0.0.2\", mac = \"02:00:00:00:00:02\" }, "
+                      "{ port = 1, peer = \"10.0.0.3\", mac = \"02:00:00:00:00:03\" } ]\n"),
+              HasSubstr("port 1 is listed twice"));
+  EXPECT_THAT(refusal("mac = \"02:00:00:00:00:01\"\nports = [ "
+                      "{ port = 1, peer = \"10.0.0.2\", mac = \"02:00:00:00:00:02\" }, "
+                      "{ port = 2, peer = \"10.0.0.2\", mac = \"02:00:00:00:00:03\" } ]\n"),
+              HasSubstr("behind two ports"));
+}
+
+}  // namespace
+}  // namespace atp::control
