@@ -2,8 +2,11 @@
 // simulator: every result of every worker must equal the exact sum, bit for bit.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
+#include "control/cluster_config.h"
 #include "conformance/switch_trace.h"
 #include "proto/header.h"
 #include "sim/cluster.h"
@@ -284,6 +287,130 @@ TEST(Cluster, NegativeOrNonFiniteDelaysAndRatesAreRefusedByName) {
     to_cluster_spec(s);
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--delay-us"), std::string::npos) << e.what();
+  }
+}
+
+// ---- One derivation: the simulator runs a cluster file's own topology, and installs on each
+// switch and parameter server exactly what `atp switch` and `atp ps` install from that file.
+
+// The cluster files of examples/ (the others are `atp sim` scenarios).
+std::vector<std::string> example_files() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(ATP_SOURCE_DIR) + "/examples")) {
+    if (e.path().extension() != ".toml") continue;
+    std::ifstream in(e.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("[[switch]]") != std::string::npos) files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The file's cluster (with every switch's policy `static` if asked) and a small training plan
+// for each of its jobs.
+ClusterSpec from_file(const std::string& path, bool all_static = false) {
+  ClusterSpec spec;
+  spec.cluster = control::ClusterConfig::load(path);
+  if (all_static) {
+    auto switches = spec.cluster->switches();
+    for (auto& s : switches) s.policy = engines::Policy::static_partition;
+    spec.cluster = control::ClusterConfig::from_parts(switches, spec.cluster->servers(),
+                                                      spec.cluster->jobs(), path);
+  }
+  for (std::size_t j = 0; j < spec.cluster->jobs().size(); ++j) {
+    JobSpec job;
+    job.plan.tensor_sizes = {4096};
+    job.plan.iterations = 2;
+    spec.jobs.push_back(job);
+  }
+  spec.time_limit = 20 * kSecond;
+  return spec;
+}
+
+std::vector<std::string> addresses(const std::vector<engines::Port>& ids,
+                                   const runtime::AddressBook& book) {
+  std::vector<std::string> out;
+  for (auto id : ids) out.push_back(book.endpoint(id).str());
+  return out;
+}
+
+std::vector<std::string> addresses(const std::vector<runtime::Endpoint>& endpoints) {
+  std::vector<std::string> out;
+  for (const auto& e : endpoints) out.push_back(e.str());
+  return out;
+}
+
+std::vector<std::pair<std::string, bool>> with_both_policies(const std::vector<std::string>& files) {
+  std::vector<std::pair<std::string, bool>> out;
+  for (const auto& f : files) {
+    out.emplace_back(f, false);
+    out.emplace_back(f, true);
+  }
+  return out;
+}
+
+TEST(ClusterFile, TheSimulatorInstallsWhatTheDaemonsInstallForEveryExample) {
+  const auto files = example_files();
+  ASSERT_GE(files.size(), 3u);
+  for (const auto& [path, all_static] : with_both_policies(files)) {
+    SCOPED_TRACE(path + (all_static ? " (static)" : ""));
+    const ClusterSpec spec = from_file(path, all_static);
+    const InstalledEntries sim = installed_at(spec, 0);
+    const control::ClusterConfig& file = *spec.cluster;
+    for (const auto& s : file.switches()) {
+      SCOPED_TRACE("switch " + s.name);
+      runtime::AddressBook book;  // the daemon's: ids in order of first sight
+      const auto daemon = file.switch_jobs(s.name, book);
+      const auto& held = sim.switches.count(s.name) ? sim.switches.at(s.name)
+                                                    : std::vector<InstalledSwitchJob>{};
+      ASSERT_EQ(held.size(), daemon.size());
+      for (const engines::SwitchJob& want : daemon) {
+        auto it = std::find_if(held.begin(), held.end(),
+                               [&](const auto& h) { return h.job.job == want.job; });
+        ASSERT_NE(it, held.end()) << "job " << want.job;
+        const engines::SwitchJob& got = it->job;
+        EXPECT_EQ(addresses(it->downstream), addresses(want.downstream, book));
+        EXPECT_EQ(addresses(it->upstream), addresses(want.upstream, book));
+        EXPECT_EQ(got.window, want.window);
+        EXPECT_EQ(got.static_first, want.static_first) << "job " << want.job;
+        EXPECT_EQ(got.static_count, want.static_count) << "job " << want.job;
+        EXPECT_EQ(got.fan_in, want.fan_in);
+        EXPECT_EQ(got.token, want.token);
+        EXPECT_EQ(got.multicast_group, want.multicast_group);
+      }
+    }
+    for (const auto& p : file.servers()) {
+      SCOPED_TRACE("ps " + p.name);
+      runtime::AddressBook book;
+      const auto daemon = file.server_jobs(p.name, book);
+      const auto& held = sim.servers.at(p.name);
+      ASSERT_EQ(held.size(), daemon.size());
+      for (std::size_t i = 0; i < daemon.size(); ++i) {
+        const engines::PsJob& want = daemon[i];
+        const engines::PsJob& got = held[i].job;
+        EXPECT_EQ(got.job, want.job);
+        EXPECT_EQ(held[i].downstream.str(), book.endpoint(want.downstream).str());
+        EXPECT_EQ(got.workers_per_rack, want.workers_per_rack);
+        EXPECT_EQ(got.window, want.window);
+        EXPECT_EQ(got.values_per_packet, want.values_per_packet);
+        EXPECT_EQ(got.ps_index, want.ps_index);
+        EXPECT_EQ(got.pool_size, want.pool_size);
+        EXPECT_EQ(got.token, want.token);
+        // first_run is each launch's own draw (the daemon's at random), by design.
+      }
+    }
+  }
+}
+
+TEST(ClusterFile, EveryExampleRunsExactlyInTheSimulator) {
+  for (const auto& [path, all_static] : with_both_policies(example_files())) {
+    SCOPED_TRACE(path + (all_static ? " (static)" : ""));
+    const ClusterReport r = run_cluster(from_file(path, all_static));
+    ASSERT_FALSE(r.jobs.empty());
+    for (const JobReport& j : r.jobs) {
+      EXPECT_TRUE(j.exact) << "job " << j.job << " error=" << j.error;
+      EXPECT_GT(j.switches.aggregated, 0u) << "job " << j.job;  // the switches summed
+    }
   }
 }
 

@@ -50,7 +50,7 @@ bool has(const std::vector<std::string>& lines, const std::string& line) {
 }
 
 TEST(P4Entries, NodesBecomeTheWiredPortsAndEachGetsItsAddress) {
-  const auto lines = bmv2_switch(ClusterConfig::parse(one_rack(kWiring)), "rack0");
+  const auto lines = bmv2_commands(p4_switch(ClusterConfig::parse(one_rack(kWiring)), "rack0"));
   // Members by port, the route up to the PS's port, the multicast group over the workers.
   EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 3 0 =>"));
   EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 7 1 =>"));
@@ -72,7 +72,7 @@ TEST(P4Entries, NodesBecomeTheWiredPortsAndEachGetsItsAddress) {
 TEST(P4Entries, RefusesWhatAP4SwitchCannotBe) {
   auto refusal = [](const std::string& text) {
     try {
-      bmv2_switch(ClusterConfig::parse(text), "rack0");
+      p4_switch(ClusterConfig::parse(text), "rack0");
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }

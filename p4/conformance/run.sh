@@ -32,6 +32,15 @@ if [ ! -f "$here/p4/tna/atp.p4" ]; then
   echo "p4-test: TNA fit skipped: p4/tna/ has no program yet (docs/p4.md, status)"
 elif command -v p4c >/dev/null && p4c --target tofino --help >/dev/null 2>&1; then
   "$here/p4/tna/fit.sh" "$out/tna"
+  echo "p4-test: checking atp p4 config --target tofino against the fit's bfrt.json"
+  example="$here/examples/p4_two_racks.toml"
+  for name in rackA rackB spine; do
+    "$build/bin/atp" p4 config --config "$example" --switch "$name" --target tofino \
+      >"$out/tna/$name.py"
+  done
+  "$build/bin/atp" p4 config --config "$example" --switch rackA --target tofino --job 8 \
+    --remove >"$out/tna/rackA-remove-job8.py"
+  /usr/bin/python3 "$here/p4/tna/check_bfrt_names.py" "$out/tna/bfrt.json" "$out"/tna/*.py
 else
   echo "p4-test: TNA fit skipped: no p4c with the Tofino backend on PATH"
 fi

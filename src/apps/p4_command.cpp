@@ -1,6 +1,8 @@
 // `atp p4 config`: the P4 programs' table entries and multicast groups for one switch, from the
 // cluster file (what the software switch of that name would install) or from a switch trace
-// (what the conformance harness replays), for BMv2 (simple_switch_CLI commands).
+// (what the conformance harness replays), for BMv2 (simple_switch_CLI commands) or Tofino (a
+// bfrt_python script). With --job, one job's entries: what admitting it at run time adds, or,
+// with --remove (Tofino), what removing it deletes.
 #include <fmt/format.h>
 
 #include <iostream>
@@ -16,13 +18,25 @@ namespace atp::apps {
 namespace {
 
 struct P4ConfigOptions {
-  std::string config, switch_name, trace, target = "bmv2";
+  std::string config, switch_name, trace, target = "bmv2", program = "atp";
+  std::uint32_t job = 0;
+  unsigned first_node = 0;
+  bool remove = false;
 };
 
-// Every entry of a switch of the cluster file, for a fresh BMv2.
-void print_cluster_entries(const P4ConfigOptions& o) {
+// The entries of a switch of the cluster file (all, or one job's), for the target.
+void print_cluster_entries(const P4ConfigOptions& o, bool one_job) {
   const auto cluster = control::ClusterConfig::load(o.config);
-  for (const auto& line : control::bmv2_switch(cluster, o.switch_name)) std::cout << line << "\n";
+  const auto limits =
+      o.target == "tofino" ? control::P4Limits::tofino() : control::P4Limits::bmv2();
+  const control::P4Entries entries =
+      one_job ? control::p4_switch_job(cluster, o.switch_name, o.job, limits)
+              : control::p4_switch(cluster, o.switch_name, limits);
+  if (o.target == "tofino") {
+    std::cout << control::bfrt_python_script(entries, o.program, o.remove);
+    return;
+  }
+  for (const auto& line : control::bmv2_commands(entries, o.first_node)) std::cout << line << "\n";
 }
 
 // JSON for the harness: the profile, for each trace event that adds a job (by its index among
@@ -31,11 +45,11 @@ void print_cluster_entries(const P4ConfigOptions& o) {
 void print_trace_entries(const P4ConfigOptions& o) {
   const conformance::Trace trace = conformance::read_trace_file(o.trace);
   nlohmann::json out;
-  out["profile"] = control::bmv2_profile(trace.setup);
+  out["profile"] = control::bmv2_commands(control::p4_profile(trace.setup));
   nlohmann::json jobs = nlohmann::json::object();
   for (std::size_t i = 0; i < trace.events.size(); ++i)
     if (const auto* job = std::get_if<engines::SwitchJob>(&trace.events[i]))
-      jobs[std::to_string(i)] = control::bmv2_job(*job, 0);
+      jobs[std::to_string(i)] = control::bmv2_commands(control::p4_job(*job));
   out["jobs"] = jobs;
   // The claim epoch the control plane has written when each packet arrives.
   nlohmann::json epochs = nlohmann::json::array();
@@ -62,14 +76,31 @@ void add_p4_command(CLI::App& app) {
                                 "job's commands (what the conformance harness replays)")
                     ->check(CLI::ExistingFile)
                     ->excludes(config);
-  cmd->add_option("--target", o.target, "bmv2 (simple_switch_CLI commands)")
-      ->check(CLI::IsMember({"bmv2"}))
+  cmd->add_option("--target", o.target,
+                  "bmv2 (simple_switch_CLI commands) or tofino (a bfrt_python script for "
+                  "p4/tna/atp.p4)")
+      ->check(CLI::IsMember({"bmv2", "tofino"}))
       ->capture_default_str();
-  cmd->callback([config, trace] {
+  auto* job = cmd->add_option("--job", o.job,
+                              "Only this job's entries: what admitting it at run time adds")
+                  ->needs(config);
+  auto* remove = cmd->add_flag("--remove", o.remove,
+                               "With --job and --target tofino: delete the job's entries instead "
+                               "(BMv2 deletes by entry handle: python/atp/bmv2.py keeps them)")
+                     ->needs(job);
+  cmd->add_option("--first-node", o.first_node,
+                  "BMv2: the multicast node handle the switch will give this output's first "
+                  "group (0 on a fresh switch)")
+      ->capture_default_str();
+  cmd->add_option("--program", o.program, "Tofino: the program's name under bfrt")
+      ->capture_default_str();
+  cmd->callback([config, trace, job, remove] {
     if (*trace) return print_trace_entries(o);
     if (!*config || o.switch_name.empty())
       throw CLI::ValidationError("p4 config", "give --config and --switch, or --trace");
-    print_cluster_entries(o);
+    if (*remove && o.target != "tofino")
+      throw CLI::ValidationError("p4 config", "--remove writes bfrt_python: use --target tofino");
+    print_cluster_entries(o, static_cast<bool>(*job));
   });
 }
 

@@ -34,6 +34,11 @@ void add_sim_command(CLI::App& app) {
   static sim::Scenario s;
   static bool json = false;
   static std::string trace_dir;
+  auto* cluster = cmd->add_option("--cluster", s.cluster_file,
+                  "Run a cluster file's switches, PSs and jobs (docs/configuration.md) instead "
+                  "of --racks, --workers-per-rack, --jobs, --aggregators, --window, "
+                  "--values-per-packet, --policy and --parameter-servers")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--racks", s.racks, "Racks of workers")->capture_default_str();
   cmd->add_option("--workers-per-rack", s.workers_per_rack, "Workers of each job in each rack")
       ->capture_default_str();
@@ -83,6 +88,10 @@ void add_sim_command(CLI::App& app) {
                   "Write each switch's trace there (rack<r>.jsonl, spine.jsonl) for `atp trace "
                   "replay` and the P4 conformance harness")
       ->check(CLI::ExistingDirectory);
+  // The file says these; giving them too would be silently ignored.
+  for (const char* name : {"--racks", "--workers-per-rack", "--jobs", "--aggregators", "--window",
+                           "--values-per-packet", "--policy", "--parameter-servers"})
+    cluster->excludes(cmd->get_option(name));
   // --config belongs to the top-level app (CLI11 reads config files there); fallthrough lets
   // it follow `sim` on the command line.
   cmd->fallthrough();

@@ -315,10 +315,15 @@ const SwitchSpec* ClusterConfig::spine_of(const JobConfig& job) const {
   return uplink.empty() ? nullptr : &switch_named(uplink);
 }
 
+const std::string& ClusterConfig::top_switch(std::uint32_t id) const {
+  const JobConfig& j = job(id);
+  if (const SwitchSpec* spine = spine_of(j)) return spine->name;
+  return switch_named(j.workers.front().rack).name;
+}
+
 // Results leave the PS toward the switch that fans them out to the whole job.
 runtime::Endpoint ClusterConfig::results_via(const JobConfig& job) const {
-  if (const SwitchSpec* spine = spine_of(job)) return address_for(spine->name, job.id);
-  return address_for(placement(job).racks[0], job.id);
+  return address_for(top_switch(job.id), job.id);
 }
 
 float ClusterConfig::scale_of(const JobConfig& job) const {

@@ -91,6 +91,9 @@ class ClusterConfig {
   // Which thread of switch `name` serves job `job`, and the address it listens on for it.
   unsigned thread_of(const std::string& name, std::uint32_t job) const;
   runtime::Endpoint address_for(const std::string& name, std::uint32_t job) const;
+  // The switch that talks to job `id`'s parameter servers and fans its results out: its
+  // racks' shared level-2 switch, or its one rack switch.
+  const std::string& top_switch(std::uint32_t id) const;
   // What to install on parameter server `name`.
   std::vector<engines::PsJob> server_jobs(const std::string& name,
                                           runtime::AddressBook& book) const;

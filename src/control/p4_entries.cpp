@@ -14,12 +14,23 @@ namespace atp::control {
 
 namespace {
 
-constexpr const char* kJobs = "AtpIngress.job_table.jobs";
-constexpr const char* kMembers = "AtpIngress.job_table.members";
-constexpr const char* kRoutes = "AtpIngress.job_table.routes_up";
-constexpr const char* kAnswers = "AtpIngress.job_table.answers";
-constexpr const char* kNextHop = "AtpEgress.next_hop.next_hop";
-constexpr const char* kRoutes4 = "AtpIngress.ipv4_routes";
+using Format = P4Value::Format;
+using Match = P4Value::Match;
+
+P4Value param(std::string name, std::uint64_t value, Format format = Format::number) {
+  return {std::move(name), value, format};
+}
+
+P4Value key(std::string name, std::uint64_t value, Format format = Format::number) {
+  return {std::move(name), value, format};
+}
+
+P4Value ternary(std::string name, std::uint64_t value, std::uint64_t mask) {
+  P4Value v{std::move(name), value};
+  v.match = Match::ternary;
+  v.mask = mask;
+  return v;
+}
 
 void check_profile(const engines::SwitchConfig& c, const P4Limits& limits) {
   if (c.policy != engines::Policy::none &&
@@ -48,17 +59,39 @@ void check_ports(const engines::SwitchJob& job, const P4Limits& limits) {
             fmt::format("job {}: port {} is beyond the target's {} ports", job.job, p, limits.ports));
 }
 
-std::string mac_text(std::uint64_t mac) {
-  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", (mac >> 40) & 0xff,
-                     (mac >> 32) & 0xff, (mac >> 24) & 0xff, (mac >> 16) & 0xff, (mac >> 8) & 0xff,
-                     mac & 0xff);
+// The job table's four tables (p4/common/job_table.p4) for one job.
+std::vector<P4TableEntry> job_table_entries(const engines::SwitchJob& job) {
+  const std::string jt = "AtpIngress.job_table.";
+  std::vector<P4TableEntry> out;
+  out.push_back({jt + "jobs", jt + "set_job", {key("hdr.atp.job", job.job)},
+                 {param("token", job.token), param("fan_in", job.fan_in),
+                  param("static_first", job.static_first), param("static_mask", static_mask(job)),
+                  param("has_slice", job.static_count ? 1 : 0),
+                  param("group", job.multicast_group)}});
+  // Upward packets may come from the members below, downward ones from the hops up.
+  for (int downward = 0; downward < 2; ++downward) {
+    const auto& ports = downward ? job.upstream : job.downstream;
+    for (engines::Port p : std::set<engines::Port>(ports.begin(), ports.end()))
+      out.push_back({jt + "members", jt + "member",
+                     {key("hdr.atp.job", job.job), key("ingress_port", p),
+                      key("meta.downward", static_cast<std::uint64_t>(downward))},
+                     {}});
+  }
+  // One route per ps_index, or one matching every ps_index.
+  const bool one_route = job.upstream.size() == 1;
+  for (std::size_t i = 0; i < job.upstream.size(); ++i)
+    out.push_back({jt + "routes_up", jt + "up",
+                   {key("hdr.atp.job", job.job), ternary("hdr.atp.ps_index", one_route ? 0 : i,
+                                                         one_route ? 0 : 0xff)},
+                   {param("port", job.upstream[i])}, false, 1});
+  for (std::size_t i = 0; i < job.downstream.size() && i < 32; ++i)
+    out.push_back({jt + "answers", jt + "answer_to",
+                   {key("hdr.atp.job", job.job), key("meta.answer_member", i)},
+                   {param("port", job.downstream[i])}});
+  return out;
 }
 
-std::string ip_text(std::uint32_t ip) {
-  return fmt::format("{}.{}.{}.{}", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff, ip & 0xff);
-}
-
-const SwitchSpec& p4_switch(const ClusterConfig& cluster, const std::string& name) {
+const SwitchSpec& p4_switch_spec(const ClusterConfig& cluster, const std::string& name) {
   const SwitchSpec& spec = cluster.switch_named(name);
   const std::string where = "switch '" + name + "'";
   if (spec.p4.empty())
@@ -103,76 +136,219 @@ PortedJob to_ports(engines::SwitchJob job, const SwitchSpec& spec,
   return out;
 }
 
-std::vector<std::string> next_hops(const PortedJob& ported, const SwitchSpec& spec) {
-  std::vector<std::string> out;
-  for (const auto& [port, node] : ported.node_behind) {
-    const auto peer = std::find_if(spec.p4.ports.begin(), spec.p4.ports.end(),
-                                   [&](const P4Port& p) { return p.port == port; });
-    out.push_back(fmt::format("table_add {} AtpEgress.next_hop.rewrite {} {} => {} {} {} {} {}",
-                              kNextHop, ported.job.job, port, mac_text(spec.p4.mac),
-                              mac_text(peer->peer_mac), ip_text(spec.address.ip),
-                              ip_text(node.ip), node.port));
-  }
+const P4Port& wired(const SwitchSpec& spec, engines::Port port) {
+  return *std::find_if(spec.p4.ports.begin(), spec.p4.ports.end(),
+                       [&](const P4Port& p) { return p.port == port; });
+}
+
+std::vector<P4TableEntry> next_hops(const PortedJob& ported, const SwitchSpec& spec) {
+  std::vector<P4TableEntry> out;
+  for (const auto& [port, node] : ported.node_behind)
+    out.push_back({"AtpEgress.next_hop.next_hop", "AtpEgress.next_hop.rewrite",
+                   {key("hdr.atp.job", ported.job.job), key("egress_port", port)},
+                   {param("src_mac", spec.p4.mac, Format::mac),
+                    param("dst_mac", wired(spec, port).peer_mac, Format::mac),
+                    param("src_ip", spec.address.ip, Format::ipv4),
+                    param("dst_ip", node.ip, Format::ipv4), param("dst_port", node.port)}});
   return out;
+}
+
+P4Entries switch_jobs(const ClusterConfig& cluster, const std::string& name,
+                      const std::uint32_t* only_job, const P4Limits& limits) {
+  const SwitchSpec& spec = p4_switch_spec(cluster, name);
+  runtime::AddressBook book;
+  P4Entries out;
+  bool found = false;
+  for (auto& job : cluster.switch_jobs(name, book)) {
+    if (only_job && job.job != *only_job) continue;
+    found = true;
+    const PortedJob ported = to_ports(std::move(job), spec, book);
+    out.append(p4_job(ported.job, limits));
+    for (auto& e : next_hops(ported, spec)) out.tables.push_back(std::move(e));
+  }
+  if (only_job && !found)
+    throw std::invalid_argument(fmt::format("switch '{}' does not serve job {}", name, *only_job));
+  return out;
+}
+
+// ---- Rendering.
+
+std::string value_text(const P4Value& v) {
+  switch (v.format) {
+    case Format::mac:
+      return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", (v.value >> 40) & 0xff,
+                         (v.value >> 32) & 0xff, (v.value >> 24) & 0xff, (v.value >> 16) & 0xff,
+                         (v.value >> 8) & 0xff, v.value & 0xff);
+    case Format::ipv4:
+      return fmt::format("{}.{}.{}.{}", (v.value >> 24) & 0xff, (v.value >> 16) & 0xff,
+                         (v.value >> 8) & 0xff, v.value & 0xff);
+    case Format::number:
+      break;
+  }
+  return std::to_string(v.value);
+}
+
+std::string bmv2_key(const P4Value& k) {
+  switch (k.match) {
+    case Match::ternary:
+      return fmt::format("{}&&&{}", k.value, k.mask);
+    case Match::lpm:
+      return fmt::format("{}/{}", value_text(k), k.prefix);
+    case Match::exact:
+      break;
+  }
+  return value_text(k);
+}
+
+std::string bmv2_line(const P4TableEntry& e) {
+  std::string line = e.is_default ? fmt::format("table_set_default {} {}", e.table, e.action)
+                                  : fmt::format("table_add {} {}", e.table, e.action);
+  for (const auto& k : e.keys) line += " " + bmv2_key(k);
+  if (!e.is_default) line += " =>";
+  for (const auto& p : e.params) line += " " + value_text(p);
+  if (e.priority) line += fmt::format(" {}", e.priority);
+  return line;
+}
+
+// bfrt_python names a field by its P4 name with dots as underscores.
+std::string bfrt_name(const std::string& p4_name) {
+  std::string s = p4_name;
+  std::replace(s.begin(), s.end(), '.', '_');
+  return s;
+}
+
+// Addresses as hexadecimal integers, which every bfrt_python version takes.
+std::string bfrt_value(const P4Value& v) {
+  if (v.format == Format::number) return std::to_string(v.value);
+  return fmt::format("{:#x}", v.value);
+}
+
+// The table's object path under bfrt.<program>.pipe, and the action's name in it.
+std::string bfrt_action(const P4TableEntry& e) { return e.action.substr(e.action.rfind('.') + 1); }
+
+std::string bfrt_line(const P4TableEntry& e, bool remove) {
+  std::vector<std::string> args;
+  for (const auto& k : e.keys) {
+    args.push_back(bfrt_name(k.name) + "=" + bfrt_value(k));
+    if (k.match == Match::ternary) args.push_back(fmt::format("{}_mask={:#x}", bfrt_name(k.name), k.mask));
+    if (k.match == Match::lpm) args.push_back(fmt::format("{}_p_length={}", bfrt_name(k.name), k.prefix));
+  }
+  if (e.priority) args.push_back(fmt::format("MATCH_PRIORITY={}", e.priority));
+  if (remove) {
+    if (e.is_default) return fmt::format("p4.{}.reset_default()", e.table);
+    return fmt::format("p4.{}.delete({})", e.table, fmt::join(args, ", "));
+  }
+  for (const auto& p : e.params) args.push_back(bfrt_name(p.name) + "=" + bfrt_value(p));
+  return fmt::format("p4.{}.{}_with_{}({})", e.table, e.is_default ? "set_default" : "add",
+                     bfrt_action(e), fmt::join(args, ", "));
 }
 
 }  // namespace
 
-std::vector<std::string> bmv2_switch(const ClusterConfig& cluster, const std::string& name,
-                                     const P4Limits& limits) {
-  const SwitchSpec& spec = p4_switch(cluster, name);
-  std::vector<std::string> out = bmv2_profile(cluster.switch_config(name), limits);
-  runtime::AddressBook book;
-  unsigned node_handle = 0;
-  for (auto& job : cluster.switch_jobs(name, book)) {
-    const PortedJob ported = to_ports(std::move(job), spec, book);
-    for (auto& line : bmv2_job(ported.job, node_handle++, limits)) out.push_back(std::move(line));
-    for (auto& line : next_hops(ported, spec)) out.push_back(std::move(line));
-  }
-  for (const P4Port& p : spec.p4.ports)
-    out.push_back(fmt::format("table_add {} AtpIngress.ipv4_forward {}/32 => {} {}", kRoutes4,
-                              ip_text(p.peer_ip), p.port, mac_text(p.peer_mac)));
-  return out;
+void P4Entries::append(P4Entries more) {
+  for (auto& t : more.tables) tables.push_back(std::move(t));
+  for (auto& g : more.groups) groups.push_back(std::move(g));
+  if (more.stale_after) stale_after = more.stale_after;
 }
 
-std::vector<std::string> bmv2_profile(const engines::SwitchConfig& c, const P4Limits& limits) {
+P4Entries p4_profile(const engines::SwitchConfig& c, const P4Limits& limits) {
   check_profile(c, limits);
-  return {fmt::format("table_set_default AtpIngress.profile AtpIngress.set_profile {} {} {} {}",
-                      static_cast<int>(c.level), c.pool_size == 0 ? 0 : c.pool_size - 1,
-                      c.values_per_packet(), static_cast<int>(c.policy))};
+  P4Entries out;
+  out.tables.push_back({"AtpIngress.profile", "AtpIngress.set_profile", {},
+                        {param("level", static_cast<std::uint64_t>(c.level)),
+                         param("pool_mask", c.pool_size == 0 ? 0 : c.pool_size - 1),
+                         param("max_values", c.values_per_packet()),
+                         param("policy", static_cast<std::uint64_t>(c.policy))},
+                        true});
+  out.stale_after = c.stale_after;
+  return out;
 }
 
-std::vector<std::string> bmv2_job(const engines::SwitchJob& job, unsigned node_handle,
-                                  const P4Limits& limits) {
+P4Entries p4_job(const engines::SwitchJob& job, const P4Limits& limits) {
   check_ports(job, limits);
-  std::vector<std::string> out;
-  out.push_back(fmt::format("table_add {} AtpIngress.job_table.set_job {} => {} {} {} {} {} {}",
-                            kJobs, job.job, job.token, job.fan_in, job.static_first,
-                            static_mask(job), job.static_count ? 1 : 0, job.multicast_group));
-  // Upward packets may come from the members below, downward ones from the hops up.
-  for (int downward = 0; downward < 2; ++downward) {
-    const auto& ports = downward ? job.upstream : job.downstream;
-    for (engines::Port p : std::set<engines::Port>(ports.begin(), ports.end()))
-      out.push_back(fmt::format("table_add {} AtpIngress.job_table.member {} {} {} =>", kMembers,
-                                job.job, p, downward));
-  }
-  if (job.upstream.size() == 1) {
-    out.push_back(fmt::format("table_add {} AtpIngress.job_table.up {} 0&&&0 => {} 1", kRoutes,
-                              job.job, job.upstream[0]));
-  } else {
-    for (std::size_t i = 0; i < job.upstream.size(); ++i)
-      out.push_back(fmt::format("table_add {} AtpIngress.job_table.up {} {}&&&0xff => {} 1",
-                                kRoutes, job.job, i, job.upstream[i]));
-  }
-  for (std::size_t i = 0; i < job.downstream.size() && i < 32; ++i)
-    out.push_back(fmt::format("table_add {} AtpIngress.job_table.answer_to {} {} => {}", kAnswers,
-                              job.job, i, job.downstream[i]));
-  std::string ports;
-  for (engines::Port p : job.downstream) ports += fmt::format(" {}", p);
-  out.push_back(fmt::format("mc_mgrp_create {}", job.multicast_group));
-  out.push_back(fmt::format("mc_node_create {}{}", job.multicast_group, ports));
-  out.push_back(fmt::format("mc_node_associate {} {}", job.multicast_group, node_handle));
+  P4Entries out;
+  out.tables = job_table_entries(job);
+  out.groups.push_back({job.multicast_group, job.downstream});
   return out;
+}
+
+P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
+                    const P4Limits& limits) {
+  const SwitchSpec& spec = p4_switch_spec(cluster, name);
+  P4Entries out = p4_profile(cluster.switch_config(name), limits);
+  out.append(switch_jobs(cluster, name, nullptr, limits));
+  for (const P4Port& p : spec.p4.ports) {
+    P4Value dst = key("hdr.ipv4.dst", p.peer_ip, Format::ipv4);
+    dst.match = Match::lpm;
+    dst.prefix = 32;
+    out.tables.push_back({"AtpIngress.ipv4_routes", "AtpIngress.ipv4_forward", {dst},
+                          {param("port", p.port), param("dst_mac", p.peer_mac, Format::mac)}});
+  }
+  return out;
+}
+
+P4Entries p4_switch_job(const ClusterConfig& cluster, const std::string& name,
+                        std::uint32_t job, const P4Limits& limits) {
+  return switch_jobs(cluster, name, &job, limits);
+}
+
+std::vector<std::string> bmv2_commands(const P4Entries& entries, unsigned first_node) {
+  std::vector<std::string> out;
+  for (const auto& e : entries.tables) out.push_back(bmv2_line(e));
+  unsigned node = first_node;
+  for (const auto& g : entries.groups) {
+    std::string ports;
+    for (engines::Port p : g.ports) ports += fmt::format(" {}", p);
+    out.push_back(fmt::format("mc_mgrp_create {}", g.group));
+    out.push_back(fmt::format("mc_node_create {}{}", g.group, ports));
+    out.push_back(fmt::format("mc_node_associate {} {}", g.group, node++));
+  }
+  return out;
+}
+
+std::string bfrt_python_script(const P4Entries& entries, const std::string& program,
+                               bool remove) {
+  std::string s = fmt::format(
+      "# ATP switch entries for p4/tna/atp.p4, written by `atp p4 config --target tofino`.\n"
+      "# Run on the switch: bfshell -b THIS_FILE (the program loaded as '{}').\n"
+      "p4 = bfrt.{}.pipe\n",
+      program, program);
+  if (!remove)
+    for (const auto& e : entries.tables) s += bfrt_line(e, false) + "\n";
+  // A group's node carries the group id as its node id and replication id.
+  for (const auto& g : entries.groups) {
+    std::vector<std::string> ports;
+    for (engines::Port p : g.ports) ports.push_back(std::to_string(p));
+    if (remove) {
+      s += fmt::format("bfrt.pre.mgid.delete(MGID={})\n", g.group);
+      s += fmt::format("bfrt.pre.node.delete(MULTICAST_NODE_ID={})\n", g.group);
+    } else {
+      s += fmt::format(
+          "bfrt.pre.node.add(MULTICAST_NODE_ID={0}, MULTICAST_RID={0}, MULTICAST_LAG_ID=[], "
+          "DEV_PORT=[{1}])\n",
+          g.group, fmt::join(ports, ", "));
+      s += fmt::format(
+          "bfrt.pre.mgid.add(MGID={0}, MULTICAST_NODE_ID=[{0}], "
+          "MULTICAST_NODE_L1_XID_VALID=[False], MULTICAST_NODE_L1_XID=[0])\n",
+          g.group);
+    }
+  }
+  if (remove)
+    for (const auto& e : entries.tables) s += bfrt_line(e, true) + "\n";
+  if (entries.stale_after && !remove)
+    s += fmt::format(
+        "\n# The claim clock (engines::claim_clock): the epoch, from 2, every stale_after / 2.\n"
+        "# Without it no abandoned aggregator is ever taken over: run it in a long-lived\n"
+        "# bfrt_python session.\n"
+        "def claim_clock_forever(stale_after_s={}):\n"
+        "    import time\n"
+        "    start = time.monotonic()\n"
+        "    while True:\n"
+        "        epoch = 2 + int((time.monotonic() - start) / (stale_after_s / 2))\n"
+        "        p4.AtpIngress.claim_epoch.mod(REGISTER_INDEX=0, f1=epoch)\n"
+        "        time.sleep(stale_after_s / 8)\n",
+        static_cast<double>(entries.stale_after) / kSecond);
+  return s;
 }
 
 }  // namespace atp::control

@@ -1,29 +1,86 @@
 #pragma once
 // What the P4 programs' control plane installs, derived from the same SwitchConfig and
-// SwitchJob entries the software switch takes (docs/p4.md, "Control plane"):
-//  - BMv2: simple_switch_CLI commands for p4/v1model/atp.p4.
+// SwitchJob entries the software switch takes (docs/p4.md, "Control plane"). The entries are
+// built once, target-neutral (P4Entries), and rendered for a target:
+//  - BMv2: simple_switch_CLI commands for p4/v1model/atp.p4;
+//  - Tofino: a bfrt_python script for p4/tna/atp.p4 (names as bf-p4c writes them to bfrt.json,
+//    checked by p4/tna/check_bfrt_names.py).
 // The P4 programs need a power-of-two pool and static slices; the functions throw
 // std::invalid_argument naming what does not fit.
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "control/cluster_config.h"
 #include "engines/switch/switch_tables.h"
 
 namespace atp::control {
 
+// What a program was compiled for (ATP_POOL in its atp.p4, ATP_LANES in its lanes.p4).
 struct P4Limits {
   std::uint32_t pool = 4096;         // ATP_POOL
   std::uint32_t values = 256;        // ATP_LANES x passes
   std::uint32_t ports = 512;         // 9-bit port numbers
+  static P4Limits bmv2() { return {}; }
+  static P4Limits tofino() { return {32768, 14, 512}; }  // one pass: no recirculation yet
+};
+
+// A key field or action parameter. Names are the P4 program's (bfrt.json's key names).
+struct P4Value {
+  enum class Format { number, mac, ipv4 };
+  std::string name;
+  std::uint64_t value = 0;
+  Format format = Format::number;
+  enum class Match { exact, ternary, lpm } match = Match::exact;
+  std::uint64_t mask = 0;  // ternary
+  int prefix = 0;          // lpm
+};
+
+struct P4TableEntry {
+  std::string table;   // control path, e.g. AtpIngress.job_table.jobs
+  std::string action;  // control path, e.g. AtpIngress.job_table.set_job
+  std::vector<P4Value> keys, params;
+  bool is_default = false;  // the table's default action rather than an entry
+  int priority = 0;         // tables with a ternary key (lower wins on BMv2 and Tofino)
+};
+
+struct P4MulticastGroup {
+  std::uint16_t group = 0;
+  std::vector<engines::Port> ports;
+};
+
+struct P4Entries {
+  std::vector<P4TableEntry> tables;
+  std::vector<P4MulticastGroup> groups;
+  // From the profile: the claim clock's period is half of it (the control plane writes the
+  // epoch register AtpIngress.claim_epoch; 0 = no profile here).
+  Duration stale_after = 0;
+  void append(P4Entries more);
 };
 
 // The profile: level, pool mask, K, policy. (stale_after is the control plane's: it writes the
 // claim epoch, register AtpIngress.claim_epoch, every stale_after / 2.)
-std::vector<std::string> bmv2_profile(const engines::SwitchConfig& config,
-                                      const P4Limits& limits = {});
-// One job's table entries and multicast group. The group's node is associated by handle
-// `node_handle` (BMv2 numbers nodes 0, 1, ... in creation order on a fresh switch).
-std::vector<std::string> bmv2_job(const engines::SwitchJob& job, unsigned node_handle,
-                                  const P4Limits& limits = {});
+P4Entries p4_profile(const engines::SwitchConfig& config, const P4Limits& limits = {});
+// One job's table entries and multicast group, its ports as they are in `job`.
+P4Entries p4_job(const engines::SwitchJob& job, const P4Limits& limits = {});
+// Everything switch `name` of `cluster` needs on a real network: the profile, each job's
+// entries with node ids replaced by the ports of the switch's `ports` wiring, the next-hop
+// addresses (p4/common/next_hop.p4) and plain IPv4 routes to the neighbours. With `only_job`,
+// that job's entries alone (what admitting it at run time adds, or removing it deletes).
+// Throws std::invalid_argument when the switch cannot be a P4 switch (no wiring, a node behind
+// no port, its address not on ATP's UDP port, several threads).
+P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
+                    const P4Limits& limits = {});
+P4Entries p4_switch_job(const ClusterConfig& cluster, const std::string& name,
+                        std::uint32_t job, const P4Limits& limits = {});
+
+// simple_switch_CLI commands. A group's node is created and associated in the same order as
+// the groups, numbered from `first_node` (BMv2 numbers nodes 0, 1, ... on a fresh switch).
+std::vector<std::string> bmv2_commands(const P4Entries& entries, unsigned first_node = 0);
+// A bfrt_python script (run with `bfshell -b FILE` on the switch) that adds the entries, or
+// deletes them with `remove`; program `program` (bfrt.<program>.pipe). With a profile, it also
+// defines claim_clock_forever(), the claim clock a long-lived bfrt_python session runs.
+std::string bfrt_python_script(const P4Entries& entries, const std::string& program = "atp",
+                               bool remove = false);
 
 }  // namespace atp::control

@@ -1,6 +1,7 @@
 #include "sim/cluster.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -14,6 +15,14 @@ namespace {
 void validate(const ClusterSpec& spec) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("cluster: " + what); };
   if (spec.jobs.empty()) bad("no jobs");
+  if (spec.cluster) {  // the file's jobs, one JobSpec (plan and gradients) each, in its order
+    if (spec.jobs.size() != spec.cluster->jobs().size())
+      bad(std::to_string(spec.cluster->jobs().size()) + " jobs in the cluster file, " +
+          std::to_string(spec.jobs.size()) + " training plans");
+    for (const auto& s : spec.cluster->switches())
+      if (s.threads != 1) bad("switch '" + s.name + "': the simulator runs one thread per switch");
+    return;
+  }
   if (spec.parameter_servers == 0) bad("need at least one parameter server");
   for (std::size_t j = 0; j < spec.jobs.size(); ++j) {
     const JobSpec& job = spec.jobs[j];
@@ -40,22 +49,26 @@ namespace {
 // The cluster under construction: switches, servers, workers, and the control plane that
 // installs each job's switch entries while the run goes on. Every entry and engine setting
 // comes from the control plane's derivation (control::ClusterConfig) of the cluster's
-// description (describe), through an address book whose ids are the simulator's node ids.
+// description (a cluster file, or describe(spec)), through an address book whose ids are the
+// simulator's node ids. Jobs are indexed by their position in the description.
 class ClusterBuild {
  public:
   ClusterBuild(const ClusterSpec& spec, Simulator& sim);
   void run();
+  void run_control_plane_until(Time when);
   ClusterReport report() const;
+  InstalledEntries installed() const;
 
  private:
   NodeId add(std::unique_ptr<Node> node, const runtime::Endpoint& address);
-  std::pair<NodeId, SwitchNode*> add_switch(const std::string& name,
-                                            const runtime::Endpoint& address);
-  NodeId add_worker(std::uint32_t j, const engines::WorkerConfig& c, std::uint32_t rank);
-  void add_job_nodes(std::uint32_t j);
+  void add_switch(const control::SwitchSpec& s);
+  NodeId add_worker(std::size_t j, const engines::WorkerConfig& c, std::uint32_t rank);
+  void add_server(const std::string& name, const std::string& top_switch);
+  void add_job_nodes(std::size_t j);
   void install_jobs();
-  JobReport job_report(std::uint32_t j) const;
+  JobReport job_report(std::size_t j) const;
   void write_traces() const;
+  std::uint32_t job_id(std::size_t j) const { return config_.jobs()[j].id; }
 
   const ClusterSpec& spec_;
   Simulator& sim_;
@@ -63,27 +76,25 @@ class ClusterBuild {
   runtime::AddressBook book_;
   ControlPlaneNode* control_ = nullptr;
   NodeId control_id_ = 0;
-  std::vector<std::pair<NodeId, SwitchNode*>> rack_switches_;
-  std::pair<NodeId, SwitchNode*> spine_;
-  std::vector<std::vector<PsNode*>> servers_;  // per job, by shard
+  std::map<std::string, std::pair<NodeId, SwitchNode*>> switches_;  // by name
+  std::map<std::string, PsNode*> servers_;                          // by name
   std::vector<std::unique_ptr<JobVerifier>> verifiers_;
-  std::vector<std::vector<TrainingWorkerNode*>> workers_;
+  std::vector<std::vector<TrainingWorkerNode*>> workers_;  // per job index
   std::vector<std::pair<NodeId, TrainingWorkerNode*>> all_workers_;
 };
 
 ClusterBuild::ClusterBuild(const ClusterSpec& spec, Simulator& sim)
-    : spec_(spec), sim_(sim), config_(describe(spec)), servers_(spec.jobs.size()),
+    : spec_(spec), sim_(sim), config_(spec.cluster ? *spec.cluster : describe(spec)),
       workers_(spec.jobs.size()) {
   auto control = std::make_unique<ControlPlaneNode>();
   control_ = control.get();
   control_id_ = add(std::move(control), control_address());
-  const std::size_t racks = config_.switches().size() - 1;  // and the spine
-  for (std::size_t r = 0; r < racks; ++r)
-    rack_switches_.push_back(add_switch(rack_name(r), rack_address(r)));
-  spine_ = add_switch(kSpineName, spine_address());
-  for (const auto& [id, node] : rack_switches_) sim_.connect(id, spine_.first, spec.core_link);
+  for (const auto& s : config_.switches()) add_switch(s);
+  for (const auto& s : config_.switches())
+    if (!s.uplink.empty())
+      sim_.connect(switches_.at(s.name).first, switches_.at(s.uplink).first, spec.core_link);
   // Every node first, then the entries: deriving them looks every member up in the book.
-  for (std::uint32_t j = 0; j < spec.jobs.size(); ++j) add_job_nodes(j);
+  for (std::size_t j = 0; j < spec.jobs.size(); ++j) add_job_nodes(j);
   install_jobs();
 }
 
@@ -95,45 +106,49 @@ NodeId ClusterBuild::add(std::unique_ptr<Node> node, const runtime::Endpoint& ad
   return id;
 }
 
-std::pair<NodeId, SwitchNode*> ClusterBuild::add_switch(const std::string& name,
-                                                        const runtime::Endpoint& address) {
-  auto node = std::make_unique<SwitchNode>(config_.switch_config(name), !spec_.trace_dir.empty());
+void ClusterBuild::add_switch(const control::SwitchSpec& s) {
+  auto node = std::make_unique<SwitchNode>(config_.switch_config(s.name), !spec_.trace_dir.empty());
   SwitchNode* raw = node.get();
-  const NodeId id = add(std::move(node), address);
+  const NodeId id = add(std::move(node), s.address);
   raw->set_id(id);
-  return {id, raw};
+  switches_[s.name] = {id, raw};
 }
 
-NodeId ClusterBuild::add_worker(std::uint32_t j, const engines::WorkerConfig& c,
+NodeId ClusterBuild::add_worker(std::size_t j, const engines::WorkerConfig& c,
                                 std::uint32_t rank) {
   auto node = std::make_unique<TrainingWorkerNode>(c, spec_.jobs[j].plan, rank, *verifiers_[j]);
   TrainingWorkerNode* raw = node.get();
-  raw->on_finished([this, j] { control_->worker_finished(j); });
-  const NodeId id = add(std::move(node), worker_address(j, rank));
+  const std::uint32_t id_of_job = job_id(j);
+  raw->on_finished([this, id_of_job] { control_->worker_finished(id_of_job); });
+  const NodeId id = add(std::move(node), config_.jobs()[j].workers[rank].address);
   sim_.connect(id, c.uplink, spec_.host_link);
   workers_[j].push_back(raw);
   all_workers_.emplace_back(id, raw);
   return id;
 }
 
-// Every job has its own parameter servers, each on its own host behind the PS-rack switch.
-void ClusterBuild::add_job_nodes(std::uint32_t j) {
-  for (unsigned p = 0; p < spec_.parameter_servers; ++p) {
-    auto node = std::make_unique<PsNode>();
-    PsNode* raw = node.get();
-    const NodeId id = add(std::move(node), server_address(j, p));
-    raw->set_id(id);
-    servers_[j].push_back(raw);
-    sim_.connect(id, spine_.first, spec_.host_link);
-  }
-  const control::JobConfig& job = config_.job(j);
+// A parameter server on its own host, behind the switch that talks to its first job's PSs.
+void ClusterBuild::add_server(const std::string& name, const std::string& top_switch) {
+  auto node = std::make_unique<PsNode>();
+  PsNode* raw = node.get();
+  const NodeId id = add(std::move(node), config_.server_named(name).address);
+  raw->set_id(id);
+  servers_[name] = raw;
+  sim_.connect(id, switches_.at(top_switch).first, spec_.host_link);
+}
+
+// The job's parameter servers not placed yet, then its workers.
+void ClusterBuild::add_job_nodes(std::size_t j) {
+  const control::JobConfig& job = config_.jobs()[j];
+  for (const auto& name : job.parameter_servers)
+    if (!servers_.count(name)) add_server(name, config_.top_switch(job.id));
   for (std::uint32_t rank = 0; rank < job.workers.size(); ++rank) {
-    engines::WorkerConfig c = config_.worker_config(j, rank, book_, spec_.worker_defaults);
+    engines::WorkerConfig c = config_.worker_config(job.id, rank, book_, spec_.worker_defaults);
     // Each worker asks the job's first PS for its run, as a real launch does.
     c.run = std::nullopt;
-    c.join_nonce = join_nonce(spec_.seed, j, rank);
+    c.join_nonce = join_nonce(spec_.seed, job.id, rank);
     if (rank == 0)
-      verifiers_.push_back(std::make_unique<JobVerifier>(spec_.jobs[j].gradients, j,
+      verifiers_.push_back(std::make_unique<JobVerifier>(spec_.jobs[j].gradients, job.id,
                                                          c.job_workers, c.values_per_packet,
                                                          c.scale));
     add_worker(j, c, rank);
@@ -143,23 +158,16 @@ void ClusterBuild::add_job_nodes(std::uint32_t j) {
 // The parameter servers get their entries now; the switch entries wait in the control
 // plane's plan for each job's arrival. Each switch's entries are derived once, for all jobs.
 void ClusterBuild::install_jobs() {
-  std::vector<ControlPlaneNode::JobPlan> plans(spec_.jobs.size());
-  for (std::uint32_t j = 0; j < plans.size(); ++j)
-    plans[j] = {spec_.jobs[j].plan.start, {}, workers_[j].size()};
-  auto plan_entries = [&](const std::string& name, SwitchNode* node) {
+  for (std::size_t j = 0; j < spec_.jobs.size(); ++j)
+    control_->plan(job_id(j), {spec_.jobs[j].plan.start, {}, workers_[j].size()});
+  for (const auto& [name, sw] : switches_)
     for (const engines::SwitchJob& entry : config_.switch_jobs(name, book_))
-      plans[entry.job].entries.emplace_back(node, entry);
-  };
-  for (std::size_t r = 0; r < rack_switches_.size(); ++r)
-    plan_entries(rack_name(r), rack_switches_[r].second);
-  plan_entries(kSpineName, spine_.second);
-  for (std::uint32_t j = 0; j < plans.size(); ++j) control_->plan(j, std::move(plans[j]));
-  for (std::uint32_t j = 0; j < servers_.size(); ++j)
-    for (unsigned p = 0; p < servers_[j].size(); ++p)
-      for (engines::PsJob entry : config_.server_jobs(server_name(j, p), book_)) {
-        entry.first_run = static_cast<std::uint16_t>(entry.token >> 16);  // a launch's draw
-        servers_[j][p]->ps().add_job(entry);
-      }
+      control_->add_entry(entry.job, sw.second, entry);
+  for (const auto& [name, server] : servers_)
+    for (engines::PsJob entry : config_.server_jobs(name, book_)) {
+      entry.first_run = static_cast<std::uint16_t>(entry.token >> 16);  // a launch's draw
+      server->ps().add_job(entry);
+    }
 }
 
 void ClusterBuild::run() {
@@ -169,18 +177,21 @@ void ClusterBuild::run() {
   if (!spec_.trace_dir.empty()) write_traces();
 }
 
-void ClusterBuild::write_traces() const {
-  for (std::size_t r = 0; r < rack_switches_.size(); ++r)
-    conformance::write_trace_file(spec_.trace_dir + "/" + rack_name(r) + ".jsonl",
-                                  rack_switches_[r].second->trace());
-  conformance::write_trace_file(spec_.trace_dir + "/" + kSpineName + ".jsonl",
-                                spine_.second->trace());
+void ClusterBuild::run_control_plane_until(Time when) {
+  control_->start(sim_, control_id_);
+  sim_.run(when);
 }
 
-JobReport ClusterBuild::job_report(std::uint32_t j) const {
+void ClusterBuild::write_traces() const {
+  for (const auto& [name, sw] : switches_)
+    conformance::write_trace_file(spec_.trace_dir + "/" + name + ".jsonl", sw.second->trace());
+}
+
+JobReport ClusterBuild::job_report(std::size_t j) const {
   const JobSpec& job = spec_.jobs[j];
+  const std::uint32_t id = job_id(j);
   JobReport r;
-  r.job = j;
+  r.job = id;
   r.iterations = job.plan.iterations;
   for (std::size_t size : job.plan.tensor_sizes) r.tensor_bytes += size * 4;
   r.tensor_bytes *= job.plan.iterations;
@@ -194,11 +205,11 @@ JobReport ClusterBuild::job_report(std::uint32_t j) const {
     engines::add_counters(r.workers, w->worker().stats());
   }
   r.communication_time = communication / static_cast<Duration>(workers_[j].size());
-  r.switches = control_->switch_counters(j);
-  r.static_first = control_->static_first(j);
-  r.departed = control_->departed(j);
-  for (const PsNode* s : servers_[j])
-    if (const auto* c = s->ps().job_counters(j)) engines::add_counters(r.ps, *c);
+  r.switches = control_->switch_counters(id);
+  r.static_first = control_->static_first(id);
+  r.departed = control_->departed(id);
+  for (const auto& name : config_.jobs()[j].parameter_servers)
+    if (const auto* c = servers_.at(name)->ps().job_counters(id)) engines::add_counters(r.ps, *c);
   r.results_checked = verifiers_[j]->checked();
   r.mismatches = verifiers_[j]->mismatches();
   const std::uint64_t expected_checks =
@@ -215,11 +226,32 @@ ClusterReport ClusterBuild::report() const {
   report.trace_hash = sim_.trace_hash();
   report.end_time = sim_.now();
   report.links = sim_.link_totals();
-  for (const auto& [id, s] : rack_switches_)
-    engines::add_counters(report.switches, s->pipeline().counters());
-  engines::add_counters(report.switches, spine_.second->pipeline().counters());
-  for (std::uint32_t j = 0; j < spec_.jobs.size(); ++j) report.jobs.push_back(job_report(j));
+  for (const auto& [name, sw] : switches_)
+    engines::add_counters(report.switches, sw.second->pipeline().counters());
+  for (std::size_t j = 0; j < spec_.jobs.size(); ++j) report.jobs.push_back(job_report(j));
   return report;
+}
+
+// What each node holds, its node ids as addresses.
+InstalledEntries ClusterBuild::installed() const {
+  InstalledEntries out;
+  auto to_addresses = [&](const std::vector<engines::Port>& ids) {
+    std::vector<runtime::Endpoint> e;
+    for (engines::Port id : ids) e.push_back(book_.endpoint(id));
+    return e;
+  };
+  for (const auto& [name, sw] : switches_)
+    for (std::uint32_t id : sw.second->pipeline().jobs()) {
+      const engines::SwitchJob& job = *sw.second->pipeline().job(id);
+      out.switches[name].push_back(
+          {job, to_addresses(job.downstream), to_addresses(job.upstream)});
+    }
+  for (const auto& [name, server] : servers_)
+    for (std::uint32_t id : server->ps().jobs()) {
+      const engines::PsJob& job = *server->ps().job(id);
+      out.servers[name].push_back({job, book_.endpoint(job.downstream)});
+    }
+  return out;
 }
 
 }  // namespace
@@ -231,6 +263,14 @@ ClusterReport run_cluster(const ClusterSpec& spec, const Simulator::DropFilter& 
   ClusterBuild cluster(spec, sim);
   cluster.run();
   return cluster.report();
+}
+
+InstalledEntries installed_at(const ClusterSpec& spec, Time when) {
+  validate(spec);
+  Simulator sim(spec.seed);
+  ClusterBuild cluster(spec, sim);
+  cluster.run_control_plane_until(when);  // it installs each job's switch entries at arrival
+  return cluster.installed();
 }
 
 }  // namespace atp::sim

@@ -2,10 +2,12 @@
 // Builds a simulated cluster (racks of workers, one level-1 switch per rack, a level-2 switch
 // in the PS rack, parameter servers), runs the jobs' training loops on it, and reports.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "control/cluster_config.h"
 #include "engines/switch/switch_pipeline.h"
 #include "engines/worker/worker.h"
 #include "workload/gradients.h"
@@ -27,6 +29,9 @@ struct JobSpec {
 };
 
 struct ClusterSpec {
+  // With `cluster` (a cluster file), its switches, parameter servers and jobs are the
+  // cluster: jobs[i] then gives the training plan and gradients of the file's i-th job only.
+  std::optional<control::ClusterConfig> cluster;
   std::vector<JobSpec> jobs;
   std::uint32_t pool_size = 1024;  // aggregators per switch
   engines::Policy policy = engines::Policy::atp;
@@ -71,5 +76,22 @@ struct ClusterReport {
 // Throws std::invalid_argument on an impossible spec.
 ClusterReport run_cluster(const ClusterSpec& spec,
                           const Simulator::DropFilter& drop_filter = {});
+
+// What every switch and parameter server of the simulated cluster holds at simulated time
+// `when` (before any worker starts), node ids shown as the addresses they stand for: to
+// compare with what the daemons install from the same file.
+struct InstalledSwitchJob {
+  engines::SwitchJob job;
+  std::vector<runtime::Endpoint> downstream, upstream;
+};
+struct InstalledPsJob {
+  engines::PsJob job;
+  runtime::Endpoint downstream;
+};
+struct InstalledEntries {
+  std::map<std::string, std::vector<InstalledSwitchJob>> switches;  // by switch name
+  std::map<std::string, std::vector<InstalledPsJob>> servers;       // by PS name
+};
+InstalledEntries installed_at(const ClusterSpec& spec, Time when);
 
 }  // namespace atp::sim

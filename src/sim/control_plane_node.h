@@ -23,6 +23,9 @@ class ControlPlaneNode : public Node {
     std::size_t workers = 0;
   };
   void plan(std::uint32_t job, JobPlan plan) { jobs_[job].plan = std::move(plan); }
+  void add_entry(std::uint32_t job, SwitchNode* sw, engines::SwitchJob entry) {
+    jobs_.at(job).plan.entries.emplace_back(sw, std::move(entry));
+  }
 
   void start(Simulator& sim, NodeId self);
   void timer(Simulator& sim) override;

@@ -13,16 +13,24 @@ namespace atp::sim {
 
 std::string Scenario::command_line() const {
   std::string layers;
-  for (std::uint64_t b : layer_bytes) layers += (layers.empty() ? "" : ",") + std::to_string(b);
+  for (std::uint64_t b : layer_bytes) {
+    if (!layers.empty()) layers += ',';
+    layers += std::to_string(b);
+  }
+  // A cluster file stands for the options that describe the cluster.
+  const std::string cluster =
+      cluster_file.empty()
+          ? fmt::format("--racks {} --workers-per-rack {} --jobs {} --aggregators {} --window {} "
+                        "--values-per-packet {} --policy {} --parameter-servers {}",
+                        racks, workers_per_rack, jobs, aggregators, window, values_per_packet,
+                        policy, parameter_servers)
+          : fmt::format("--cluster {}", cluster_file);
   return fmt::format(
-      "atp sim --racks {} --workers-per-rack {} --jobs {} --aggregators {} --window {} "
-      "--values-per-packet {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
-      "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} --policy {} "
-      "--parameter-servers {} --overflow-fraction {} --min-rto-us {} --arrival-gap-us {} "
-      "--time-limit-s {} --seed {}{}",
-      racks, workers_per_rack, jobs, aggregators, window, values_per_packet, tensor_bytes,
-      iterations, compute_us, link_gbps, delay_us, loss, reorder, duplicate, ecn_threshold,
-      policy, parameter_servers, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
+      "atp sim {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
+      "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} "
+      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}",
+      cluster, tensor_bytes, iterations, compute_us, link_gbps, delay_us, loss, reorder,
+      duplicate, ecn_threshold, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
       layers.empty() ? "" : " --layers " + layers);
 }
 
@@ -51,6 +59,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   finite_in(s.arrival_gap_us, 0, 1e12, "--arrival-gap-us must be finite and 0 or more");
 
   ClusterSpec spec;
+  if (!s.cluster_file.empty()) spec.cluster = control::ClusterConfig::load(s.cluster_file);
   if (!engines::parse_policy(s.policy, spec.policy)) bad("--policy must be atp, static or none");
   spec.pool_size = s.aggregators;
   if (spec.pool_size == 0 && spec.policy != engines::Policy::none)
@@ -78,7 +87,8 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   spec.worker_defaults.max_rto = 64 * spec.worker_defaults.min_rto;
   spec.worker_defaults.deadline = spec.time_limit;
 
-  for (unsigned j = 0; j < s.jobs; ++j) {
+  const std::size_t jobs = spec.cluster ? spec.cluster->jobs().size() : s.jobs;
+  for (unsigned j = 0; j < jobs; ++j) {
     JobSpec job;
     job.workers_per_rack.assign(s.racks, static_cast<std::uint8_t>(s.workers_per_rack));
     job.window = s.window;

@@ -10,6 +10,10 @@
 namespace atp::sim {
 
 struct Scenario {
+  // A cluster file (docs/configuration.md): its switches, parameter servers and jobs replace
+  // racks, workers_per_rack, jobs, aggregators, window, values_per_packet, policy and
+  // parameter_servers; every job of the file runs the tensors, iterations and compute below.
+  std::string cluster_file;
   unsigned racks = 1;
   unsigned workers_per_rack = 4;
   unsigned jobs = 1;

@@ -45,6 +45,18 @@ void ParameterServer::add_job(PsJob config) {
 
 bool ParameterServer::remove_job(std::uint32_t job) { return jobs_.erase(job) != 0; }
 
+std::vector<std::uint32_t> ParameterServer::jobs() const {
+  std::vector<std::uint32_t> ids;
+  for (const auto& [id, job] : jobs_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+const PsJob* ParameterServer::job(std::uint32_t job) const {
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? nullptr : &it->second.config;
+}
+
 const PsJobCounters* ParameterServer::job_counters(std::uint32_t job) const {
   auto it = jobs_.find(job);
   return it == jobs_.end() ? nullptr : &it->second.counters;

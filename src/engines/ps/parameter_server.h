@@ -79,6 +79,8 @@ class ParameterServer {
 
   const PsCounters& counters() const { return counters_; }
   const PsJobCounters* job_counters(std::uint32_t job) const;
+  std::vector<std::uint32_t> jobs() const;
+  const PsJob* job(std::uint32_t job) const;  // the installed entry, or null
   // Per-seq entries holding state for `job` (bounded by 2 x window).
   std::size_t entries_in_use(std::uint32_t job) const;
 

@@ -139,6 +139,11 @@ std::span<const Port> SwitchPipeline::multicast_ports(MulticastGroupId group) co
   return it == groups_.end() ? std::span<const Port>{} : std::span<const Port>{it->second};
 }
 
+const SwitchJob* SwitchPipeline::job(std::uint32_t job) const {
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? nullptr : &it->second.config;
+}
+
 const SwitchJobCounters* SwitchPipeline::job_counters(std::uint32_t job) const {
   auto it = jobs_.find(job);
   return it == jobs_.end() ? nullptr : &it->second.counters;

@@ -64,6 +64,7 @@ class SwitchPipeline {
   void add_job(SwitchJob job);
   bool remove_job(std::uint32_t job);
   std::vector<std::uint32_t> jobs() const;
+  const SwitchJob* job(std::uint32_t job) const;  // the installed entry, or null
   // The replication engine's table: the ports a group reaches (empty if none).
   std::span<const Port> multicast_ports(MulticastGroupId group) const;
 

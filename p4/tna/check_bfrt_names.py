@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Checks a bfrt_python script from `atp p4 config --target tofino` against the bfrt.json that
+bf-p4c wrote for p4/tna/atp.p4: every table exists, every action is one of the table's, every
+key and action field is named as bfrt_python names it (the P4 name with dots as underscores;
+`_mask` for ternary keys, `_p_length` for LPM keys, MATCH_PRIORITY where the table has one),
+no key is missing, and every value fits its field's width. There is no Tofino here to run the
+script on: this is what can be checked without one.
+
+Usage: check_bfrt_names.py BFRT_JSON SCRIPT...   (exit 1 on the first script with a problem)
+"""
+import ast
+import json
+import re
+import sys
+
+CALL = re.compile(r"^p4\.(?P<table>[\w.]+)\.(?P<method>add_with_\w+|set_default_with_\w+|delete|"
+                  r"reset_default)\((?P<args>.*)\)$")
+# The packet replication engine's fixed tables (not in bfrt.json): the fields the script sets.
+PRE = {"bfrt.pre.node.add": {"MULTICAST_NODE_ID", "MULTICAST_RID", "MULTICAST_LAG_ID", "DEV_PORT"},
+       "bfrt.pre.mgid.add": {"MGID", "MULTICAST_NODE_ID", "MULTICAST_NODE_L1_XID_VALID",
+                             "MULTICAST_NODE_L1_XID"},
+       "bfrt.pre.node.delete": {"MULTICAST_NODE_ID"}, "bfrt.pre.mgid.delete": {"MGID"}}
+
+
+def arguments(text):
+    call = ast.parse(f"f({text})", mode="eval").body
+    return {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+
+
+def table_fields(table):
+    """{bfrt_python key argument: width} of a table's keys, and whether all are required."""
+    fields = {}
+    for key in table.get("key", []):
+        name, width = key["name"], key["type"].get("width", 32)
+        if name == "$MATCH_PRIORITY":
+            fields["MATCH_PRIORITY"] = 32
+            continue
+        base = name.replace(".", "_")
+        fields[base] = width
+        if key["match_type"] == "Ternary":
+            fields[base + "_mask"] = width
+        elif key["match_type"] == "LPM":
+            fields[base + "_p_length"] = 8
+    return fields
+
+
+def check_fits(what, name, value, width):
+    if not isinstance(value, int) or value < 0 or value >= 1 << width:
+        raise ValueError(f"{what}: {name}={value!r} does not fit {width} bits")
+
+
+def check_call(line, tables):
+    m = CALL.match(line)
+    if not m:
+        raise ValueError(f"not a table call this checker knows: {line}")
+    name = "pipe." + m["table"]
+    table = tables.get(name)
+    if table is None:
+        raise ValueError(f"no table {name} in bfrt.json")
+    args = arguments(m["args"])
+    keys = table_fields(table)
+    method = m["method"]
+    if method == "reset_default":
+        return
+    if not method.startswith("set_default"):
+        missing = set(keys) - set(args)
+        if missing:
+            raise ValueError(f"{name}: keys missing: {sorted(missing)}")
+    data = {}
+    if "_with_" in method:
+        action = method.split("_with_", 1)[1]
+        specs = [a for a in table.get("action_specs", []) if a["name"].split(".")[-1] == action]
+        if not specs:
+            raise ValueError(f"{name}: no action {action}")
+        data = {d["name"]: d["type"].get("width", 32) for d in specs[0].get("data", [])}
+        missing = set(data) - set(args)
+        if missing:
+            raise ValueError(f"{name}.{action}: parameters missing: {sorted(missing)}")
+    for arg, value in args.items():
+        width = keys.get(arg, data.get(arg))
+        if width is None:
+            raise ValueError(f"{name}: no key or parameter named {arg}")
+        check_fits(name, arg, value, width)
+
+
+CLAIM_CLOCK = "p4.AtpIngress.claim_epoch.mod(REGISTER_INDEX=0, f1=epoch)"
+
+
+def check_claim_clock(body, tables):
+    """The claim clock function writes the epoch register by the names bfrt.json gives it."""
+    if CLAIM_CLOCK not in body:
+        raise ValueError("claim_clock_forever() does not write the claim epoch")
+    register = tables.get("pipe.AtpIngress.claim_epoch")
+    if register is None or [k["name"] for k in register["key"]] != ["$REGISTER_INDEX"] or \
+            [d["singleton"]["name"].split(".")[-1] for d in register["data"]] != ["f1"]:
+        raise ValueError("bfrt.json has no register AtpIngress.claim_epoch with field f1")
+
+
+def check_script(path, tables):
+    text = open(path).read()
+    top, _, clock = text.partition("\ndef claim_clock_forever(")
+    if clock:
+        check_claim_clock(clock, tables)
+    lines = [l.strip() for l in top.split("\n") if l.strip() and not l.startswith("#")]
+    if not lines or lines[0] != "p4 = bfrt.atp.pipe":
+        raise ValueError("the script must start with p4 = bfrt.atp.pipe")
+    for line in lines[1:]:
+        pre = line.split("(", 1)[0]
+        if pre in PRE:
+            extra = set(arguments(line.split("(", 1)[1][:-1])) - PRE[pre]
+            if extra:
+                raise ValueError(f"{pre}: unknown fields {sorted(extra)}")
+            continue
+        check_call(line, tables)
+    return len(lines) - 1
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(sys.argv[1]) as f:
+        tables = {t["name"]: t for t in json.load(f)["tables"]}
+    for path in sys.argv[2:]:
+        try:
+            count = check_script(path, tables)
+        except (ValueError, SyntaxError) as e:
+            print(f"{path}: {e}", file=sys.stderr)
+            return 1
+        print(f"{path}: {count} calls match bfrt.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
