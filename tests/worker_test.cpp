@@ -247,8 +247,35 @@ TEST_F(WorkerTest, TimeoutResendsWithTheResendFlagAndBacksOff) {
   auto resent = sent();
   ASSERT_EQ(resent.size(), 3u);
   for (auto& p : resent) EXPECT_TRUE(header_of(p).has(flag::kResend));
-  EXPECT_EQ(*w.next_timer(), first + 20 * kMillisecond);  // the timeout doubled
+  EXPECT_EQ(*w.next_timer(), first + 20 * kMillisecond);  // each one's timeout doubled
   EXPECT_EQ(w.stats().timeouts, 3u);
+}
+
+// Random loss is not a wrong round-trip estimate: a timeout doubles only the timer of the
+// fragment it resent, so fragments sent afterwards keep the estimator's timeout.
+TEST_F(WorkerTest, ATimeoutBacksOffOnlyItsOwnFragment) {
+  std::vector<float> big(4 * 6, 1.0f), result(4 * 6);
+  w.submit(0, big, result, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 4u);  // the initial window
+  w.on_timer(10 * kMillisecond, out);
+  ASSERT_EQ(sent().size(), 4u);  // all four timed out: resent, each now on 20 ms
+  // The results of fragments 1..3 arrive (their originals' answers): the window moves on and
+  // fragments 4 and 5 leave on the plain timeout, 10 ms, not a doubled one.
+  for (int i = 1; i <= 3; ++i) w.on_packet(11 * kMillisecond, result_for(frags[i], 8), out);
+  auto fresh = sent();
+  ASSERT_EQ(fresh.size(), 2u);
+  EXPECT_EQ(header_of(fresh[0]).seq, 4u);
+  EXPECT_EQ(*w.next_timer(), 21 * kMillisecond);  // 11 + 10 for 4 and 5; 0 is due at 30
+  w.on_timer(21 * kMillisecond, out);
+  auto again = sent();
+  ASSERT_EQ(again.size(), 2u);  // 4 and 5 time out; 0 waits for its doubled timer
+  EXPECT_EQ(*w.next_timer(), 30 * kMillisecond);
+  w.on_timer(30 * kMillisecond, out);
+  auto zero = sent();
+  ASSERT_EQ(zero.size(), 1u);
+  EXPECT_EQ(header_of(zero[0]).seq, 0u);
+  EXPECT_EQ(*w.next_timer(), 41 * kMillisecond);  // 4 and 5 on 20 ms since 21; 0 on 40 ms
 }
 
 TEST_F(WorkerTest, GapInResultsTriggersOneFastResend) {

@@ -21,7 +21,5 @@ void RttEstimator::sample(Duration rtt) {
   rto_ = std::clamp(srtt_ + 4 * rttvar_, min_rto_, max_rto_);
 }
 
-void RttEstimator::back_off() { rto_ = std::min(rto_ * 2, max_rto_); }
-
 
 }  // namespace atp::engines

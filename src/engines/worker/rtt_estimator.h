@@ -10,11 +10,8 @@ class RttEstimator {
   RttEstimator(Duration initial_rto, Duration min_rto, Duration max_rto);
 
   void sample(Duration rtt);
-  // A retransmission timeout fired: double the base timeout until the next clean sample
-  // (RFC 6298, 5.5). Without this, resent fragments give no samples and a timeout that is too
-  // short keeps firing for every new fragment.
-  void back_off();
-  // The current retransmission timeout (backed off after timeouts, see back_off()).
+  // The current retransmission timeout. It is not backed off as a whole: the worker backs off
+  // each fragment's own timer by its timeouts (random loss is not a wrong estimate).
   Duration rto() const { return rto_; }
   Duration srtt() const { return srtt_; }
   Duration rttvar() const { return rttvar_; }

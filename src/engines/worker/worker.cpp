@@ -158,7 +158,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   }
   proto::encode(h, packet);
   f.last_sent = now;
-  f.rto_deadline = now + rtt_.rto();
+  f.rto_deadline = now + std::min(config_.max_rto, rtt_.rto() << std::min(f.timeouts, 6u));
   const Time due = std::min(f.rto_deadline, f.first_sent + config_.deadline);
   if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
 }
@@ -281,7 +281,6 @@ void Worker::on_timer(Time now, Outbox& out) {
     return;
   }
   earliest_timer_stale_ = true;
-  bool timed_out = false;
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& f = slot(u);
     if (!f.active || f.acked) continue;
@@ -295,9 +294,8 @@ void Worker::on_timer(Time now, Outbox& out) {
       return;
     }
     if (f.rto_deadline > now) continue;
-    if (!timed_out) rtt_.back_off();  // once per firing, before the resends use it
-    timed_out = true;
     ++f.retransmits;
+    ++f.timeouts;
     f.rtt_ambiguous = true;
     ++stats_.timeouts;
     cwnd_.on_loss(u, next_seq_);

@@ -119,6 +119,7 @@ class Worker {
     std::size_t offset = 0;
     std::uint16_t count = 0;
     unsigned retransmits = 0;
+    unsigned timeouts = 0;
     Time first_sent = 0, last_sent = 0, rto_deadline = 0;
   };
 
