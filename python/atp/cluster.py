@@ -395,16 +395,25 @@ def run_point(args, systems, progress=None):
     return record
 
 
+def rate_text(gbps):
+    """Gbit/s, or Mbit/s below 0.1 Gbit/s (BMv2 runs)."""
+    return f"{gbps:.3f} Gbit/s" if gbps >= 0.1 or gbps == 0 else f"{gbps * 1000:.3f} Mbit/s"
+
+
+def size_text(nbytes):
+    return f"{nbytes / 1e6:.1f} MB" if nbytes >= 100_000 else f"{nbytes / 1e3:.1f} kB"
+
+
 def print_record(rec):
     print(f"{rec['switch']} switches  racks {rec['racks']}  workers {rec['workers']}  jobs {rec['jobs']}  "
-          f"{rec['rate_mbit']} Mbit/s  {rec['floats'] * 4 / 1e6:.1f} MB  loss {rec['loss']}  "
+          f"{rec['rate_mbit']} Mbit/s  {size_text(rec['floats'] * 4)}  loss {rec['loss']}  "
           f"(ATP wire ceiling {rec['wire_ceiling_gbps']:.3f} Gbit/s)")
     for system, r in rec["systems"].items():
         times = [j["seconds_per_allreduce"] for j in r["jobs"]]
         shown = ", ".join(f"{t * 1000:.1f}" if t else "-" for t in times)
         ratio = rec.get("atp_vs", {}).get(system)
         print(f"  {system:7s} {'exact' if r['exact'] else 'NOT EXACT':9s} ms/allreduce per job [{shown}]"
-              f"  mean algbw {r['mean_job_algbw_gbps']:.3f} Gbit/s"
+              f"  mean algbw {rate_text(r['mean_job_algbw_gbps'])}"
               + (f"  ATP/{system} {ratio:.2f}x" if ratio else ""))
         cpu = ", ".join(f"{role} {seconds:.1f}" for role, seconds in sorted(r["cpu_s"].items()))
         print(f"          CPU s over {r['wall_s']:.1f} s wall: {cpu}")
