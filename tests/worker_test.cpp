@@ -278,6 +278,44 @@ TEST_F(WorkerTest, ATimeoutBacksOffOnlyItsOwnFragment) {
   EXPECT_EQ(*w.next_timer(), 41 * kMillisecond);  // 4 and 5 on 20 ms since 21; 0 on 40 ms
 }
 
+// The fragment heading the window holds up every slot behind it: once resent, it is probed
+// again after a few round trips, not after the RTO's floor.
+TEST_F(WorkerTest, AResendHeadingTheWindowIsProbedWithoutTheTimeoutsFloor) {
+  WorkerConfig c = small_config();
+  c.min_rto = 20 * kMillisecond;  // far above the round trips below
+  Worker w(c);
+  std::vector<float> big(4 * 6, 1.0f), result(4 * 6);
+  w.submit(0, big, result, out);
+  auto packets = sent();
+  ASSERT_EQ(packets.size(), 4u);
+  // Round trips of about 2 ms: the RTO is the 20 ms floor, the probe a few round trips.
+  w.on_packet(2 * kMillisecond, result_for(packets[0], 8), out);
+  const Time t = 2 * kMillisecond + 100 * kMicrosecond;
+  auto answer = [&](std::uint32_t seq) {
+    for (const auto& p : packets)
+      if (header_of(p).seq == seq && !header_of(p).has(flag::kResend))
+        return w.on_packet(t, result_for(p, 8), out);
+    FAIL() << "fragment " << seq << " was never sent";
+  };
+  for (std::uint32_t seq : {2u, 3u, 4u}) {  // 1 is overtaken three times: resent
+    for (auto& p : sent()) packets.push_back(p);
+    answer(seq);
+  }
+  const Duration srtt = w.smoothed_rtt();
+  for (auto& p : sent()) packets.push_back(p);
+  ASSERT_EQ(w.stats().fast_resends, 1u);
+  answer(5);  // everything but 1 is answered
+  const Time probe = *w.next_timer();
+  EXPECT_GE(probe, t + 2 * srtt);
+  EXPECT_LT(probe, t + 4 * srtt);
+  // Unanswered, the probe goes; the next waits twice as long.
+  w.on_timer(probe, out);
+  auto again = sent();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(header_of(again[0]).seq, 1u);
+  EXPECT_GE(*w.next_timer() - probe, 2 * (probe - t) - 1);
+}
+
 TEST_F(WorkerTest, GapInResultsTriggersOneFastResend) {
   std::vector<float> big(4 * 6, 1.0f), result(4 * 6);
   WorkerConfig c = small_config();

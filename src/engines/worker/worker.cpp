@@ -127,6 +127,18 @@ void Worker::send_new(Time now, Outbox& out) {
   }
 }
 
+// How long a transmission of `f` waits for its result before it is resent (then doubled per
+// timeout of `f`). A resend of the fragment heading the window waits the estimator's timeout
+// without its floor, and at least two smoothed round trips (RACK-TLP's probe timeout): that
+// fragment holds up every slot behind it, and a resend has already flushed its aggregator, so
+// another copy costs one packet to the PS, not an aggregation.
+Duration Worker::timeout_for(const Fragment& f, bool resend) const {
+  if (!resend || f.seq != base_ || !rtt_.has_sample()) return rtt_.rto();
+  const Duration probe =
+      std::max<Duration>({2 * rtt_.srtt(), rtt_.srtt() + 4 * rtt_.rttvar(), 1});
+  return std::min(rtt_.rto(), probe);
+}
+
 void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   proto::Header h;
   h.set(flag::kResend, resend);
@@ -158,7 +170,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   }
   proto::encode(h, packet);
   f.last_sent = now;
-  f.rto_deadline = now + std::min(config_.max_rto, rtt_.rto() << std::min(f.timeouts, 6u));
+  f.rto_deadline = now + std::min(config_.max_rto, timeout_for(f, resend) << std::min(f.timeouts, 6u));
   const Time due = std::min(f.rto_deadline, f.first_sent + config_.deadline);
   if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
 }

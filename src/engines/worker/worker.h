@@ -126,6 +126,7 @@ class Worker {
   void send_join(Time now, Outbox& out);
   void on_joined(Time now, const proto::Header& h, Outbox& out);
   void send_new(Time now, Outbox& out);
+  Duration timeout_for(const Fragment& f, bool resend) const;
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
   void detect_gaps(Time now, const Fragment& acked, Outbox& out);
   void advance_base();
