@@ -52,6 +52,17 @@ TEST(Cluster, OneJobIsExactAndFullyAggregatedInNetwork) {
   EXPECT_EQ(r.jobs[0].workers.timeouts, 0u);
 }
 
+// The paper's loss model: only the first worker's link drops, both ways.
+TEST(Cluster, LossOnOneWorkersLinkIsRecoveredExactly) {
+  Scenario s = small();
+  s.loss_one_worker = 0.05;
+  const auto r = run(s);
+  EXPECT_GT(r.links.lost, 0u);
+  EXPECT_GT(r.jobs[0].workers.fast_resends + r.jobs[0].workers.timeouts, 0u);
+  Scenario lossless = small();
+  EXPECT_EQ(run(lossless).links.lost, 0u);
+}
+
 TEST(Cluster, ThreeJobsShareEightAggregatorsExactlyWithCollisions) {
   Scenario s = small();
   s.jobs = 3;

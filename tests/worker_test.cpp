@@ -278,33 +278,31 @@ TEST_F(WorkerTest, ATimeoutBacksOffOnlyItsOwnFragment) {
   EXPECT_EQ(*w.next_timer(), 41 * kMillisecond);  // 4 and 5 on 20 ms since 21; 0 on 40 ms
 }
 
-// The fragment heading the window holds up every slot behind it: once resent, it is probed
+// The fragment heading a full ring holds up every slot behind it: once resent, it is probed
 // again after a few round trips, not after the RTO's floor.
-TEST_F(WorkerTest, AResendHeadingTheWindowIsProbedWithoutTheTimeoutsFloor) {
+TEST_F(WorkerTest, AResendStallingTheRingIsProbedWithoutTheTimeoutsFloor) {
   WorkerConfig c = small_config();
+  c.initial_window = 8;           // the whole ring of 8 slots
   c.min_rto = 20 * kMillisecond;  // far above the round trips below
   Worker w(c);
-  std::vector<float> big(4 * 6, 1.0f), result(4 * 6);
+  std::vector<float> big(4 * 12, 1.0f), result(4 * 12);
   w.submit(0, big, result, out);
   auto packets = sent();
-  ASSERT_EQ(packets.size(), 4u);
+  ASSERT_EQ(packets.size(), 8u);
   // Round trips of about 2 ms: the RTO is the 20 ms floor, the probe a few round trips.
   w.on_packet(2 * kMillisecond, result_for(packets[0], 8), out);
   const Time t = 2 * kMillisecond + 100 * kMicrosecond;
   auto answer = [&](std::uint32_t seq) {
+    for (auto& p : sent()) packets.push_back(p);
     for (const auto& p : packets)
       if (header_of(p).seq == seq && !header_of(p).has(flag::kResend))
         return w.on_packet(t, result_for(p, 8), out);
     FAIL() << "fragment " << seq << " was never sent";
   };
-  for (std::uint32_t seq : {2u, 3u, 4u}) {  // 1 is overtaken three times: resent
-    for (auto& p : sent()) packets.push_back(p);
-    answer(seq);
-  }
-  const Duration srtt = w.smoothed_rtt();
-  for (auto& p : sent()) packets.push_back(p);
+  for (std::uint32_t seq : {2u, 3u, 4u}) answer(seq);  // 1 is overtaken three times: resent
   ASSERT_EQ(w.stats().fast_resends, 1u);
-  answer(5);  // everything but 1 is answered
+  const Duration srtt = w.smoothed_rtt();
+  for (std::uint32_t seq : {5u, 6u, 7u, 8u}) answer(seq);  // the ring is full behind 1
   const Time probe = *w.next_timer();
   EXPECT_GE(probe, t + 2 * srtt);
   EXPECT_LT(probe, t + 4 * srtt);

@@ -60,6 +60,10 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--delay-us", s.delay_us, "Propagation delay per link (us)")
       ->capture_default_str();
   cmd->add_option("--loss", s.loss, "Packet loss probability per link")->capture_default_str();
+  cmd->add_option("--loss-one-worker", s.loss_one_worker,
+                  "Loss probability on the first job's first worker's link only, both ways (the "
+                  "paper's loss experiment), on top of --loss")
+      ->capture_default_str();
   cmd->add_option("--reorder", s.reorder, "Probability a packet is delayed past later ones")
       ->capture_default_str();
   cmd->add_option("--duplicate", s.duplicate, "Packet duplication probability per link")

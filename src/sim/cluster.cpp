@@ -121,7 +121,8 @@ NodeId ClusterBuild::add_worker(std::size_t j, const engines::WorkerConfig& c,
   const std::uint32_t id_of_job = job_id(j);
   raw->on_finished([this, id_of_job] { control_->worker_finished(id_of_job); });
   const NodeId id = add(std::move(node), config_.jobs()[j].workers[rank].address);
-  sim_.connect(id, c.uplink, spec_.host_link);
+  const bool first = j == 0 && rank == 0 && spec_.first_worker_link;
+  sim_.connect(id, c.uplink, first ? *spec_.first_worker_link : spec_.host_link);
   workers_[j].push_back(raw);
   all_workers_.emplace_back(id, raw);
   return id;

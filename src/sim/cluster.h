@@ -37,6 +37,9 @@ struct ClusterSpec {
   engines::Policy policy = engines::Policy::atp;
   std::uint8_t parameter_servers = 1;
   LinkSpec host_link;  // worker <-> rack switch, PS <-> PS-rack switch
+  // The link of the first job's first worker, when it differs (the paper's loss experiment:
+  // one worker drops its own packets).
+  std::optional<LinkSpec> first_worker_link;
   LinkSpec core_link;  // rack switch <-> PS-rack switch
   engines::WorkerConfig worker_defaults;  // timers and windows; job fields are filled in
   std::uint64_t seed = 1;

@@ -28,10 +28,11 @@ std::string Scenario::command_line() const {
   return fmt::format(
       "atp sim {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
       "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} "
-      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}",
+      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}",
       cluster, tensor_bytes, iterations, compute_us, link_gbps, delay_us, loss, reorder,
       duplicate, ecn_threshold, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
-      layers.empty() ? "" : " --layers " + layers);
+      layers.empty() ? "" : " --layers " + layers,
+      loss_one_worker > 0 ? fmt::format(" --loss-one-worker {}", loss_one_worker) : "");
 }
 
 ClusterSpec to_cluster_spec(const Scenario& s) {
@@ -45,8 +46,9 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     if (b % 4 != 0) bad("--tensor-bytes and --layers must be multiples of 4 (float32 values)");
   if (s.parameter_servers == 0 || s.parameter_servers > 255)
     bad("--parameter-servers must be 1..255");
-  for (double p : {s.loss, s.reorder, s.duplicate, s.overflow_fraction})
-    if (!(p >= 0 && p < 1)) bad("probabilities (--loss, --reorder, --duplicate) must be in [0, 1)");
+  for (double p : {s.loss, s.loss_one_worker, s.reorder, s.duplicate, s.overflow_fraction})
+    if (!(p >= 0 && p < 1))
+      bad("probabilities (--loss, --loss-one-worker, --reorder, --duplicate) must be in [0, 1)");
   // Written so that NaN fails too: a NaN compares false with everything.
   auto finite_in = [&](double v, double low, double high, const std::string& what) {
     if (!(std::isfinite(v) && v >= low && v <= high)) bad(what);
@@ -77,6 +79,10 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   link.ecn_bytes = s.ecn_threshold;
   spec.host_link = link;
   spec.core_link = link;
+  if (s.loss_one_worker > 0) {
+    spec.first_worker_link = link;
+    spec.first_worker_link->loss = 1 - (1 - s.loss) * (1 - s.loss_one_worker);
+  }
 
   // Timers scaled to the path: a few round trips of the slowest plausible queue.
   spec.worker_defaults.min_rto =

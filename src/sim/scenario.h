@@ -29,6 +29,8 @@ struct Scenario {
   double link_gbps = 100;
   double delay_us = 1;
   double loss = 0;
+  // Loss on the first job's first worker's link only, both ways (on top of `loss`).
+  double loss_one_worker = 0;
   double reorder = 0;
   double duplicate = 0;
   std::uint64_t ecn_threshold = 256 << 10;  // bytes queued

@@ -128,12 +128,14 @@ void Worker::send_new(Time now, Outbox& out) {
 }
 
 // How long a transmission of `f` waits for its result before it is resent (then doubled per
-// timeout of `f`). A resend of the fragment heading the window waits the estimator's timeout
-// without its floor, and at least two smoothed round trips (RACK-TLP's probe timeout): that
-// fragment holds up every slot behind it, and a resend has already flushed its aggregator, so
-// another copy costs one packet to the PS, not an aggregation.
+// timeout of `f`). A resend of the fragment heading a full ring, which holds up every slot
+// behind it, waits the estimator's timeout without its floor, and at least two smoothed round
+// trips (RACK-TLP's probe timeout): a resend has already flushed its aggregator, so another copy
+// costs one packet to the PS, not an aggregation. Probing every resend, or the head of a ring
+// that still has room, measured slower with several jobs (more flushes where links are shared).
 Duration Worker::timeout_for(const Fragment& f, bool resend) const {
-  if (!resend || f.seq != base_ || !rtt_.has_sample()) return rtt_.rto();
+  const bool stalls_the_ring = f.seq == base_ && next_seq_ - base_ == config_.window;
+  if (!resend || !stalls_the_ring || !rtt_.has_sample()) return rtt_.rto();
   const Duration probe =
       std::max<Duration>({2 * rtt_.srtt(), rtt_.srtt() + 4 * rtt_.rttvar(), 1});
   return std::min(rtt_.rto(), probe);
