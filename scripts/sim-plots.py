@@ -3,8 +3,14 @@
 number of jobs (three policies), versus loss, and versus the aggregator pool size.
 
 Usage: scripts/sim-plots.py [--atp build/bin/atp] [--out docs/figures] [--quick]
+       scripts/sim-plots.py --loss-recovery [--out docs/figures]
 Needs Debian's python3-matplotlib (scripts/setup.sh --plots installs it).
-Every point is one deterministic `atp sim --json` run; the commands go to <out>/sim-sweeps.json.
+Every point is one deterministic `atp sim --json` run; the commands go to <out>/sim-sweeps.json
+(or <out>/loss-recovery.json).
+
+--loss-recovery: the loss issue's benchmark instead: one job of 1 rack x 4 workers, 4 MiB x 4
+iterations, both loss models (every link; one worker's link only, the paper's), K = 64 and 256,
+seeds 7-10; the share of the lossless throughput per loss, as JSON and a figure.
 """
 import argparse
 import json
@@ -27,8 +33,8 @@ BASE = {
 }
 
 
-def run(atp, **overrides):
-    args = dict(BASE, **overrides)
+def run(atp, base=None, **overrides):
+    args = dict(base or BASE, **overrides)
     cmd = [atp, "sim", "--json"] + [x for k, v in args.items() for x in (f"--{k}", str(v))]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode not in (0, 1):
@@ -71,12 +77,68 @@ def plot(series, xs, xlabel, title, path, logx=False):
     plt.close(fig)
 
 
+# The loss issue's benchmark: one job alone, so that only loss recovery moves the numbers.
+LOSS_BASE = {
+    "racks": 1, "workers-per-rack": 4, "window": 64, "tensor-bytes": 4 << 20, "iterations": 4,
+    "link-gbps": 100, "delay-us": 1, "aggregators": 1024, "time-limit-s": 600,
+}
+LOSS_SEEDS = [7, 8, 9, 10]
+LOSS_MODELS = {"every link": "loss", "one worker's link": "loss-one-worker"}
+
+
+def loss_recovery(atp, out, quick):
+    losses = [0, 0.001, 0.01] if quick else [0, 0.0001, 0.001, 0.01, 0.02, 0.05]
+    results = {}
+    for model, option in LOSS_MODELS.items():
+        for k in (64, 256):
+            name = f"{model}, K={k}"
+            points = []
+            for loss in losses:
+                runs = [run(atp, LOSS_BASE, **{"values-per-packet": k, "seed": seed, option: loss})
+                        for seed in LOSS_SEEDS]
+                points.append({"loss": loss, "runs": runs,
+                               "mean_gbps": sum(r["mean_gbps"] for r in runs) / len(runs)})
+            lossless = points[0]["mean_gbps"]
+            for p in points:
+                p["of_lossless"] = p["mean_gbps"] / lossless
+            results[name] = points
+            print(f"{name}: " + " ".join(f"{p['loss']:g}={p['mean_gbps']:.1f} "
+                                         f"({p['of_lossless']:.2f})" for p in points), flush=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    for ax, model in zip(axes, LOSS_MODELS):
+        for name, points in results.items():
+            if name.startswith(model):
+                xs = [max(p["loss"], losses[1] / 10) for p in points]  # lossless drawn at the left
+                ax.plot(xs, [p["of_lossless"] for p in points], marker="o", label=name.split(", ")[1])
+        ax.set_xscale("log")
+        ax.set_title(f"loss on {model}", fontsize=10)
+        ax.set_xlabel("loss probability (lossless at the left edge)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    axes[0].set_ylabel("share of lossless throughput")
+    axes[0].set_ylim(0, 1.05)
+    fig.tight_layout()
+    fig.savefig(f"{out}/loss-recovery.png", dpi=120)
+    plt.close(fig)
+    with open(f"{out}/loss-recovery.json", "w") as f:
+        json.dump(results, f, indent=1)
+    inexact = [r["command"] for ps in results.values() for p in ps for r in p["runs"] if not r["exact"]]
+    if inexact:
+        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
+    print(f"all {sum(len(p['runs']) for ps in results.values() for p in ps)} runs exact; "
+          f"{out}/loss-recovery.png")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--atp", default="build/bin/atp")
     parser.add_argument("--out", default="docs/figures")
     parser.add_argument("--quick", action="store_true", help="fewer points (smoke run)")
+    parser.add_argument("--loss-recovery", action="store_true",
+                        help="the loss issue's benchmark instead (see above)")
     args = parser.parse_args()
+    if args.loss_recovery:
+        return loss_recovery(args.atp, args.out, args.quick)
     policies = ["atp", "static", "none"]
 
     jobs = [1, 2, 4] if args.quick else [1, 2, 3, 4, 6, 8]
