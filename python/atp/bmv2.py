@@ -110,10 +110,11 @@ def wait_for_port(ns, port, timeout=30):
 
 
 class Bmv2Switch:
-    """simple_switch in namespace `ns` on the given {port number: device} interfaces."""
+    """simple_switch as switch `name` of the cluster file, in namespace `ns`, on the given
+    {port number: device} interfaces."""
 
-    def __init__(self, ns, ports, device_id, program, log):
-        self.ns, self.thrift_port = ns, THRIFT_BASE + device_id
+    def __init__(self, name, ns, ports, device_id, program, log):
+        self.name, self.ns, self.thrift_port = name, ns, THRIFT_BASE + device_id
         # The notifications socket lives in the shared /tmp, not in the namespace: its own name.
         self.notifications = f"/tmp/{ns}-{os.getpid()}.ipc"
         interfaces = [a for number, dev in sorted(ports.items()) for a in ("-i", f"{number}@{dev}")]
@@ -217,6 +218,8 @@ class Bmv2Topology(Topology):
         self.wiring[ns][len(self.wiring[ns])] = (dev, peer_ip, peer_mac)
 
     def endpoint(self, ns, switch_ns, port, ip, gateway=None):
+        """A host on port `port` of the P4 switch in `switch_ns`; its gateway is that switch
+        (the kernel routes nothing here, so `gateway` is not used)."""
         gateway = self.switch_ip(switch_ns)
         sh("ip", "netns", "add", ns)
         sh("ip", "-n", ns, "link", "set", "lo", "up")
@@ -267,8 +270,7 @@ class Bmv2Topology(Topology):
         them with their claim clock running."""
         for device_id, (ns, name) in enumerate(self.switch_names()):
             ports = {n: dev for n, (dev, _, _) in self.wiring[ns].items()}
-            switch = Bmv2Switch(ns, ports, device_id, program, log)
-            switch.name = name
+            switch = Bmv2Switch(name, ns, ports, device_id, program, log)
             self.switches.append(switch)
             commands = subprocess.run([binary, "p4", "config", "--config", config, "--switch", name],
                                       capture_output=True, text=True)
