@@ -314,6 +314,34 @@ TEST_F(WorkerTest, AResendStallingTheRingIsProbedWithoutTheTimeoutsFloor) {
   EXPECT_GE(*w.next_timer() - probe, 2 * (probe - t) - 1);
 }
 
+// With fewer fragments in flight than slots, the ring moves on past a fragment waiting for
+// recovery: new fragments keep leaving until the slots, not the flight, run out.
+TEST_F(WorkerTest, InFlightBelowTheWindowLetsTheRingMovePastAHole) {
+  WorkerConfig c = small_config();
+  c.initial_window = 0;
+  c.in_flight = 2;  // of 8 slots
+  Worker w(c);
+  std::vector<float> big(4 * 12, 1.0f), result(4 * 12);
+  w.submit(0, big, result, out);
+  std::vector<std::vector<std::uint8_t>> fresh;
+  auto collect = [&] {
+    for (auto& p : sent())
+      if (!header_of(p).has(flag::kResend)) fresh.push_back(p);
+  };
+  collect();
+  ASSERT_EQ(fresh.size(), 2u);  // the flight, not the 8 slots
+  // 0 gets no result; every later fragment does, one at a time.
+  for (std::size_t i = 1; i < fresh.size(); ++i) {
+    w.on_packet(1000 + i, result_for(fresh[i], 8), out);
+    collect();
+  }
+  ASSERT_EQ(fresh.size(), 8u);  // seqs 0..7: the ring is full behind 0
+  EXPECT_EQ(header_of(fresh.back()).seq, 7u);
+  WorkerConfig bad = small_config();
+  bad.in_flight = 16;
+  EXPECT_THROW(Worker{bad}, std::invalid_argument);
+}
+
 TEST_F(WorkerTest, GapInResultsTriggersOneFastResend) {
   std::vector<float> big(4 * 6, 1.0f), result(4 * 6);
   WorkerConfig c = small_config();

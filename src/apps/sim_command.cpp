@@ -44,7 +44,11 @@ void add_sim_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--jobs", s.jobs, "Concurrent training jobs")->capture_default_str();
   cmd->add_option("--aggregators", s.aggregators, "Aggregators per switch")->capture_default_str();
-  cmd->add_option("--window", s.window, "Fragments in flight per worker (power of two)")
+  cmd->add_option("--in-flight", s.in_flight,
+                  "Fragments in flight per worker at most (0: --window); below --window the "
+                  "slot ring moves on past fragments waiting for recovery")
+      ->capture_default_str();
+  cmd->add_option("--window", s.window, "Slots per worker (power of two): seqs outstanding at once")
       ->capture_default_str();
   cmd->add_option("--values-per-packet", s.values_per_packet, "K: int32 values per packet")
       ->capture_default_str();
@@ -93,7 +97,7 @@ void add_sim_command(CLI::App& app) {
                   "replay` and the P4 conformance harness")
       ->check(CLI::ExistingDirectory);
   // The file says these; giving them too would be silently ignored.
-  for (const char* name : {"--racks", "--workers-per-rack", "--jobs", "--aggregators", "--window",
+  for (const char* name : {"--racks", "--workers-per-rack", "--jobs", "--aggregators", "--window", "--in-flight",
                            "--values-per-packet", "--policy", "--parameter-servers"})
     cluster->excludes(cmd->get_option(name));
   // --config belongs to the top-level app (CLI11 reads config files there); fallthrough lets

@@ -183,6 +183,7 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   j.id = number<std::uint32_t>(t, "id", 0, origin + " [[job]]");
   const std::string where = origin + " job " + std::to_string(j.id);
   j.window = number<std::uint32_t>(t, "window", 64, where);
+  j.in_flight = number<std::uint32_t>(t, "in_flight", 0, where);
   j.values_per_packet = number<std::uint16_t>(t, "values_per_packet", 256, where);
   j.scale = number<float>(t, "scale", 0.0f, where);
   j.max_gradient = number<float>(t, "max_gradient", 1.0f, where);
@@ -254,6 +255,7 @@ void ClusterConfig::validate(const std::string& origin) const {
     if (j.id > engines::kMaxSwitchJobId)
       fail(origin, where + ": job ids are 0.." + std::to_string(engines::kMaxSwitchJobId));
     if (j.window == 0 || !std::has_single_bit(j.window)) fail(origin, where + ": window must be a power of two");
+    if (j.in_flight > j.window) fail(origin, where + ": in_flight must be at most window");
     if (j.values_per_packet == 0 || j.values_per_packet > proto::kMaxValues)
       fail(origin, where + ": values_per_packet must be 1..1024");
     if (j.workers.empty()) fail(origin, where + ": no workers");
@@ -469,6 +471,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.job_workers = static_cast<std::uint16_t>(job.workers.size());
   c.values_per_packet = job.values_per_packet;
   c.window = job.window;
+  c.in_flight = job.in_flight;
   c.scale = scale_of(job);
   c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());
   c.uplink = book.id_of(address_for(job.workers[rank].rack, job.id));

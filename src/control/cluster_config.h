@@ -58,6 +58,7 @@ struct WorkerSpec {
 struct JobConfig {
   std::uint32_t id = 0;
   std::uint32_t window = 64;
+  std::uint32_t in_flight = 0;  // fragments in flight per worker at most; 0: window
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: from max_gradient
   float max_gradient = 1.0f;

@@ -22,6 +22,7 @@ struct JobSpec {
   // Workers of the job in each cluster rack (0: none there). At most 32 per rack.
   std::vector<std::uint8_t> workers_per_rack;
   std::uint32_t window = 64;
+  std::uint32_t in_flight = 0;  // 0: window
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: chosen from the gradients' magnitude and the job's size
   TrainingPlan plan;

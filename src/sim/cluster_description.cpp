@@ -76,6 +76,7 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     control::JobConfig c;
     c.id = j;
     c.window = job.window;
+    c.in_flight = job.in_flight;
     c.values_per_packet = job.values_per_packet;
     c.scale = job.scale;
     c.max_gradient = job.gradients.magnitude;

@@ -26,6 +26,7 @@ void validate(const WorkerConfig& c) {
     bad("values_per_packet must be 1.." + std::to_string(proto::kMaxValues));
   if (c.window == 0 || !std::has_single_bit(c.window) || c.window > (1u << 20))
     bad("window must be a power of two up to 2^20");
+  if (c.in_flight > c.window) bad("in_flight must be at most window");
   if (!(c.scale > 0) || !std::isfinite(c.scale)) bad("scale must be a positive finite number");
   if (c.parameter_servers == 0) bad("parameter_servers must be at least 1");
   if (c.min_rto <= 0 || c.max_rto < c.min_rto) bad("need 0 < min_rto <= max_rto");
@@ -35,10 +36,15 @@ void validate(const WorkerConfig& c) {
     bad("join_nonce must be a random, non-zero number when the run is not given");
 }
 
+namespace {
+std::uint32_t in_flight_limit(const WorkerConfig& c) { return c.in_flight ? c.in_flight : c.window; }
+}  // namespace
+
 Worker::Worker(WorkerConfig config)
     : config_((validate(config), config)),
       run_(config.run),
-      cwnd_(config.initial_window ? config.initial_window : config.window, config.window),
+      cwnd_(config.initial_window ? config.initial_window : in_flight_limit(config),
+            in_flight_limit(config)),
       rtt_(config.initial_rto, config.min_rto, config.max_rto),
       quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
       ring_(config.window),

@@ -29,8 +29,14 @@ struct WorkerConfig {
   std::uint8_t job_fan_in = 1;   // racks of the job
   std::uint16_t job_workers = 1; // workers of the job in all racks: bounds the int32 sum
   std::uint16_t values_per_packet = 256;  // K
-  std::uint32_t window = 64;     // slots (power of two): aggregators used per switch, at most
-  std::uint32_t initial_window = 0;  // 0: start at `window`
+  // Slots (power of two): the span of seqs outstanding at once, holes included; each slot has
+  // its own aggregator index.
+  std::uint32_t window = 64;
+  // Fragments in flight at most (the congestion window's ceiling; 0: `window`). Below `window`,
+  // the ring keeps moving past a fragment waiting for recovery while the slots behind it
+  // fill (engines.md §3.6), and a job still holds at most about this many aggregators.
+  std::uint32_t in_flight = 0;
+  std::uint32_t initial_window = 0;  // 0: start at the ceiling
   float scale = 1 << 16;
   std::uint8_t parameter_servers = 1;
   NodeId uplink = 0;  // the rack switch: the only node results may come from
