@@ -360,6 +360,51 @@ std::vector<std::pair<std::string, bool>> with_both_policies(const std::vector<s
   return out;
 }
 
+// What the simulated switch `name` holds against what `atp switch` installs from `file`.
+void expect_switch_matches_daemon(const control::ClusterConfig& file, const std::string& name,
+                                  const std::vector<InstalledSwitchJob>& held) {
+  SCOPED_TRACE("switch " + name);
+  runtime::AddressBook book;  // the daemon's: ids in order of first sight
+  const auto daemon = file.switch_jobs(name, book);
+  ASSERT_EQ(held.size(), daemon.size());
+  for (const engines::SwitchJob& want : daemon) {
+    auto it = std::find_if(held.begin(), held.end(),
+                           [&](const auto& h) { return h.job.job == want.job; });
+    ASSERT_NE(it, held.end()) << "job " << want.job;
+    const engines::SwitchJob& got = it->job;
+    EXPECT_EQ(addresses(it->downstream), addresses(want.downstream, book));
+    EXPECT_EQ(addresses(it->upstream), addresses(want.upstream, book));
+    EXPECT_EQ(got.window, want.window);
+    EXPECT_EQ(got.static_first, want.static_first) << "job " << want.job;
+    EXPECT_EQ(got.static_count, want.static_count) << "job " << want.job;
+    EXPECT_EQ(got.fan_in, want.fan_in);
+    EXPECT_EQ(got.token, want.token);
+    EXPECT_EQ(got.multicast_group, want.multicast_group);
+  }
+}
+
+// What the simulated PS `name` holds against what `atp ps` installs from `file`.
+void expect_ps_matches_daemon(const control::ClusterConfig& file, const std::string& name,
+                              const std::vector<InstalledPsJob>& held) {
+  SCOPED_TRACE("ps " + name);
+  runtime::AddressBook book;
+  const auto daemon = file.server_jobs(name, book);
+  ASSERT_EQ(held.size(), daemon.size());
+  for (std::size_t i = 0; i < daemon.size(); ++i) {
+    const engines::PsJob& want = daemon[i];
+    const engines::PsJob& got = held[i].job;
+    EXPECT_EQ(got.job, want.job);
+    EXPECT_EQ(held[i].downstream.str(), book.endpoint(want.downstream).str());
+    EXPECT_EQ(got.workers_per_rack, want.workers_per_rack);
+    EXPECT_EQ(got.window, want.window);
+    EXPECT_EQ(got.values_per_packet, want.values_per_packet);
+    EXPECT_EQ(got.ps_index, want.ps_index);
+    EXPECT_EQ(got.pool_size, want.pool_size);
+    EXPECT_EQ(got.token, want.token);
+    // first_run is each launch's own draw (the daemon's at random), by design.
+  }
+}
+
 TEST(ClusterFile, TheSimulatorInstallsWhatTheDaemonsInstallForEveryExample) {
   const auto files = example_files();
   ASSERT_GE(files.size(), 3u);
@@ -367,49 +412,12 @@ TEST(ClusterFile, TheSimulatorInstallsWhatTheDaemonsInstallForEveryExample) {
     SCOPED_TRACE(path + (all_static ? " (static)" : ""));
     const ClusterSpec spec = from_file(path, all_static);
     const InstalledEntries sim = installed_at(spec, 0);
-    const control::ClusterConfig& file = *spec.cluster;
-    for (const auto& s : file.switches()) {
-      SCOPED_TRACE("switch " + s.name);
-      runtime::AddressBook book;  // the daemon's: ids in order of first sight
-      const auto daemon = file.switch_jobs(s.name, book);
-      const auto& held = sim.switches.count(s.name) ? sim.switches.at(s.name)
-                                                    : std::vector<InstalledSwitchJob>{};
-      ASSERT_EQ(held.size(), daemon.size());
-      for (const engines::SwitchJob& want : daemon) {
-        auto it = std::find_if(held.begin(), held.end(),
-                               [&](const auto& h) { return h.job.job == want.job; });
-        ASSERT_NE(it, held.end()) << "job " << want.job;
-        const engines::SwitchJob& got = it->job;
-        EXPECT_EQ(addresses(it->downstream), addresses(want.downstream, book));
-        EXPECT_EQ(addresses(it->upstream), addresses(want.upstream, book));
-        EXPECT_EQ(got.window, want.window);
-        EXPECT_EQ(got.static_first, want.static_first) << "job " << want.job;
-        EXPECT_EQ(got.static_count, want.static_count) << "job " << want.job;
-        EXPECT_EQ(got.fan_in, want.fan_in);
-        EXPECT_EQ(got.token, want.token);
-        EXPECT_EQ(got.multicast_group, want.multicast_group);
-      }
-    }
-    for (const auto& p : file.servers()) {
-      SCOPED_TRACE("ps " + p.name);
-      runtime::AddressBook book;
-      const auto daemon = file.server_jobs(p.name, book);
-      const auto& held = sim.servers.at(p.name);
-      ASSERT_EQ(held.size(), daemon.size());
-      for (std::size_t i = 0; i < daemon.size(); ++i) {
-        const engines::PsJob& want = daemon[i];
-        const engines::PsJob& got = held[i].job;
-        EXPECT_EQ(got.job, want.job);
-        EXPECT_EQ(held[i].downstream.str(), book.endpoint(want.downstream).str());
-        EXPECT_EQ(got.workers_per_rack, want.workers_per_rack);
-        EXPECT_EQ(got.window, want.window);
-        EXPECT_EQ(got.values_per_packet, want.values_per_packet);
-        EXPECT_EQ(got.ps_index, want.ps_index);
-        EXPECT_EQ(got.pool_size, want.pool_size);
-        EXPECT_EQ(got.token, want.token);
-        // first_run is each launch's own draw (the daemon's at random), by design.
-      }
-    }
+    for (const auto& s : spec.cluster->switches())
+      expect_switch_matches_daemon(*spec.cluster, s.name,
+                                   sim.switches.count(s.name) ? sim.switches.at(s.name)
+                                                              : std::vector<InstalledSwitchJob>{});
+    for (const auto& p : spec.cluster->servers())
+      expect_ps_matches_daemon(*spec.cluster, p.name, sim.servers.at(p.name));
   }
 }
 

@@ -97,8 +97,9 @@ void add_sim_command(CLI::App& app) {
                   "replay` and the P4 conformance harness")
       ->check(CLI::ExistingDirectory);
   // The file says these; giving them too would be silently ignored.
-  for (const char* name : {"--racks", "--workers-per-rack", "--jobs", "--aggregators", "--window", "--in-flight",
-                           "--values-per-packet", "--policy", "--parameter-servers"})
+  for (const char* name : {"--racks", "--workers-per-rack", "--jobs", "--aggregators",
+                           "--window", "--in-flight", "--values-per-packet", "--policy",
+                           "--parameter-servers"})
     cluster->excludes(cmd->get_option(name));
   // --config belongs to the top-level app (CLI11 reads config files there); fallthrough lets
   // it follow `sim` on the command line.

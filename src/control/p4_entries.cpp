@@ -17,11 +17,8 @@ namespace {
 using Format = P4Value::Format;
 using Match = P4Value::Match;
 
-P4Value param(std::string name, std::uint64_t value, Format format = Format::number) {
-  return {std::move(name), value, format};
-}
-
-P4Value key(std::string name, std::uint64_t value, Format format = Format::number) {
+// An exact key field or an action parameter.
+P4Value field(std::string name, std::uint64_t value, Format format = Format::number) {
   return {std::move(name), value, format};
 }
 
@@ -63,31 +60,31 @@ void check_ports(const engines::SwitchJob& job, const P4Limits& limits) {
 std::vector<P4TableEntry> job_table_entries(const engines::SwitchJob& job) {
   const std::string jt = "AtpIngress.job_table.";
   std::vector<P4TableEntry> out;
-  out.push_back({jt + "jobs", jt + "set_job", {key("hdr.atp.job", job.job)},
-                 {param("token", job.token), param("fan_in", job.fan_in),
-                  param("static_first", job.static_first), param("static_mask", static_mask(job)),
-                  param("has_slice", job.static_count ? 1 : 0),
-                  param("group", job.multicast_group)}});
+  out.push_back({jt + "jobs", jt + "set_job", {field("hdr.atp.job", job.job)},
+                 {field("token", job.token), field("fan_in", job.fan_in),
+                  field("static_first", job.static_first), field("static_mask", static_mask(job)),
+                  field("has_slice", job.static_count ? 1 : 0),
+                  field("group", job.multicast_group)}});
   // Upward packets may come from the members below, downward ones from the hops up.
   for (int downward = 0; downward < 2; ++downward) {
     const auto& ports = downward ? job.upstream : job.downstream;
     for (engines::Port p : std::set<engines::Port>(ports.begin(), ports.end()))
       out.push_back({jt + "members", jt + "member",
-                     {key("hdr.atp.job", job.job), key("ingress_port", p),
-                      key("meta.downward", static_cast<std::uint64_t>(downward))},
+                     {field("hdr.atp.job", job.job), field("ingress_port", p),
+                      field("meta.downward", static_cast<std::uint64_t>(downward))},
                      {}});
   }
   // One route per ps_index, or one matching every ps_index.
   const bool one_route = job.upstream.size() == 1;
   for (std::size_t i = 0; i < job.upstream.size(); ++i)
     out.push_back({jt + "routes_up", jt + "up",
-                   {key("hdr.atp.job", job.job), ternary("hdr.atp.ps_index", one_route ? 0 : i,
+                   {field("hdr.atp.job", job.job), ternary("hdr.atp.ps_index", one_route ? 0 : i,
                                                          one_route ? 0 : 0xff)},
-                   {param("port", job.upstream[i])}, false, 1});
+                   {field("port", job.upstream[i])}, false, 1});
   for (std::size_t i = 0; i < job.downstream.size() && i < 32; ++i)
     out.push_back({jt + "answers", jt + "answer_to",
-                   {key("hdr.atp.job", job.job), key("meta.answer_member", i)},
-                   {param("port", job.downstream[i])}});
+                   {field("hdr.atp.job", job.job), field("meta.answer_member", i)},
+                   {field("port", job.downstream[i])}});
   return out;
 }
 
@@ -145,11 +142,11 @@ std::vector<P4TableEntry> next_hops(const PortedJob& ported, const SwitchSpec& s
   std::vector<P4TableEntry> out;
   for (const auto& [port, node] : ported.node_behind)
     out.push_back({"AtpEgress.next_hop.next_hop", "AtpEgress.next_hop.rewrite",
-                   {key("hdr.atp.job", ported.job.job), key("egress_port", port)},
-                   {param("src_mac", spec.p4.mac, Format::mac),
-                    param("dst_mac", wired(spec, port).peer_mac, Format::mac),
-                    param("src_ip", spec.address.ip, Format::ipv4),
-                    param("dst_ip", node.ip, Format::ipv4), param("dst_port", node.port)}});
+                   {field("hdr.atp.job", ported.job.job), field("egress_port", port)},
+                   {field("src_mac", spec.p4.mac, Format::mac),
+                    field("dst_mac", wired(spec, port).peer_mac, Format::mac),
+                    field("src_ip", spec.address.ip, Format::ipv4),
+                    field("dst_ip", node.ip, Format::ipv4), field("dst_port", node.port)}});
   return out;
 }
 
@@ -223,7 +220,7 @@ std::string bfrt_value(const P4Value& v) {
   return fmt::format("{:#x}", v.value);
 }
 
-// The table's object path under bfrt.<program>.pipe, and the action's name in it.
+// The action's name as bfrt_python's add_with_<action> spells it (the last path part).
 std::string bfrt_action(const P4TableEntry& e) { return e.action.substr(e.action.rfind('.') + 1); }
 
 std::string bfrt_line(const P4TableEntry& e, bool remove) {
@@ -255,10 +252,10 @@ P4Entries p4_profile(const engines::SwitchConfig& c, const P4Limits& limits) {
   check_profile(c, limits);
   P4Entries out;
   out.tables.push_back({"AtpIngress.profile", "AtpIngress.set_profile", {},
-                        {param("level", static_cast<std::uint64_t>(c.level)),
-                         param("pool_mask", c.pool_size == 0 ? 0 : c.pool_size - 1),
-                         param("max_values", c.values_per_packet()),
-                         param("policy", static_cast<std::uint64_t>(c.policy))},
+                        {field("level", static_cast<std::uint64_t>(c.level)),
+                         field("pool_mask", c.pool_size == 0 ? 0 : c.pool_size - 1),
+                         field("max_values", c.values_per_packet()),
+                         field("policy", static_cast<std::uint64_t>(c.policy))},
                         true});
   out.stale_after = c.stale_after;
   return out;
@@ -278,11 +275,11 @@ P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
   P4Entries out = p4_profile(cluster.switch_config(name), limits);
   out.append(switch_jobs(cluster, name, nullptr, limits));
   for (const P4Port& p : spec.p4.ports) {
-    P4Value dst = key("hdr.ipv4.dst", p.peer_ip, Format::ipv4);
+    P4Value dst = field("hdr.ipv4.dst", p.peer_ip, Format::ipv4);
     dst.match = Match::lpm;
     dst.prefix = 32;
     out.tables.push_back({"AtpIngress.ipv4_routes", "AtpIngress.ipv4_forward", {dst},
-                          {param("port", p.port), param("dst_mac", p.peer_mac, Format::mac)}});
+                          {field("port", p.port), field("dst_mac", p.peer_mac, Format::mac)}});
   }
   return out;
 }
