@@ -92,6 +92,24 @@ TEST(ClusterConfig, RejectsBadFilesWithTheReason) {
   expect_rejected(std::string(kSwitch) + kSwitch, "more than once");
   expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 1\nparameter_servers = [\"p\"]\n",
                   "missing workers");
+  expect_rejected(std::string(kSwitch) + kPs +
+                      "[[job]]\nid = 1\ncongestion_control = \"no\"\nparameter_servers = [\"p\"]\n"
+                      "workers = [{ rack = \"r\", address = \"127.0.0.1:3\" }]\n",
+                  "congestion_control must be true or false");
+  expect_rejected(std::string(kSwitch) + "ecn_backlog_bytes = -1\n", "must not be negative");
+}
+
+TEST(ClusterConfig, EcnSettingsReachTheSwitchAndTheWorkers) {
+  const std::string job = std::string("[[job]]\nid = 1\nparameter_servers = [\"p\"]\n") +
+                          "workers = [{ rack = \"r\", address = \"127.0.0.1:3\" }]\n";
+  runtime::AddressBook book;
+  const auto defaults = ClusterConfig::parse(std::string(kSwitch) + kPs + job);
+  EXPECT_EQ(defaults.switch_named("r").ecn_backlog_bytes, 64u << 10);
+  EXPECT_TRUE(defaults.worker_config(1, 0, book).congestion_control);
+  const auto set = ClusterConfig::parse(std::string(kSwitch) + "ecn_backlog_bytes = 0\n" + kPs +
+                                        job + "congestion_control = false\n");
+  EXPECT_EQ(set.switch_named("r").ecn_backlog_bytes, 0u);
+  EXPECT_FALSE(set.worker_config(1, 0, book).congestion_control);
 }
 
 }  // namespace

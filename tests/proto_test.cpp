@@ -71,6 +71,30 @@ TEST(Header, FieldsSitAtDocumentedOffsetsInNetworkOrder) {
   EXPECT_EQ(load_be16(&p[32]), 64);
 }
 
+TEST(Header, MarkEcnSetsOnlyTheEcnFlagOfFragmentKindPackets) {
+  Header h = sample_fragment();
+  h.flags = flag::kResult;
+  auto p = encode_packet(h);
+  ASSERT_TRUE(mark_ecn(p));
+  Header back;
+  ASSERT_EQ(decode(p, back), DecodeError::ok);
+  EXPECT_EQ(back.flags, flag::kResult | flag::kEcn);
+  EXPECT_EQ(back.seq, h.seq);
+
+  Header join;  // the run handshake carries no flags: left alone
+  join.kind = Kind::join;
+  join.job = 9;
+  join.workers_bitmap = 1;
+  auto j = encode_packet(join);
+  const auto before = j;
+  EXPECT_FALSE(mark_ecn(j));
+  EXPECT_EQ(j, before);
+
+  std::vector<std::uint8_t> runt(10, 0xFF);  // malformed: untouched
+  EXPECT_FALSE(mark_ecn(runt));
+  EXPECT_EQ(runt, std::vector<std::uint8_t>(10, 0xFF));
+}
+
 TEST(Header, SupportsTofinoAndSoftwareK) {
   for (std::uint16_t k : {1, 64, 256, 1024}) {
     Header h = sample_fragment();

@@ -374,6 +374,7 @@ TEST_F(WorkerTest, EcnHalvesTheWindowAndCleanResultsGrowIt) {
   w.on_packet(100, marked, out);
   EXPECT_EQ(w.congestion_window(), 2.0);
   EXPECT_EQ(w.stats().ecn_marks, 1u);
+  EXPECT_EQ(w.stats().window_cuts, 1u);
   auto marked_again = result_for(frags[1], 8, flag::kEcn);
   w.on_packet(101, marked_again, out);
   EXPECT_EQ(w.congestion_window(), 2.0);  // once per round trip
@@ -381,6 +382,34 @@ TEST_F(WorkerTest, EcnHalvesTheWindowAndCleanResultsGrowIt) {
   auto clean = result_for(frags[2], 8);
   w.on_packet(102, clean, out);
   EXPECT_EQ(w.congestion_window(), 2.5);
+}
+
+TEST(CongestionWindowTest, SlowStartDoublesUpToTheThresholdThenGrowsByOnePerWindow) {
+  CongestionWindow w(2, 64);
+  std::uint32_t seq = 0;
+  w.on_result(false, seq++, 100);
+  w.on_result(false, seq++, 100);
+  EXPECT_EQ(w.value(), 4.0);  // +1 per result: doubled in one round trip
+  for (int i = 0; i < 60; ++i) w.on_result(false, seq++, 100);
+  EXPECT_EQ(w.value(), 64.0);  // capped at the ceiling
+  w.on_result(true, seq++, 200);
+  EXPECT_EQ(w.value(), 32.0);
+  EXPECT_EQ(w.slow_start_threshold(), 32.0);
+  w.on_result(false, 200, 300);  // past the cut: recovery over; congestion avoidance
+  EXPECT_DOUBLE_EQ(w.value(), 32.0 + 1.0 / 32);
+  w.on_loss(201, 300);
+  EXPECT_DOUBLE_EQ(w.value(), (32.0 + 1.0 / 32) / 2);
+  EXPECT_EQ(w.decreases(), 2u);
+}
+
+TEST(CongestionWindowTest, DisabledStaysAtTheCeilingWhateverHappens) {
+  CongestionWindow w(2, 16, /*enabled=*/false);
+  EXPECT_EQ(w.allowed(), 16u);
+  w.on_result(true, 0, 10);
+  w.on_loss(1, 10);
+  w.on_result(false, 2, 10);
+  EXPECT_EQ(w.allowed(), 16u);
+  EXPECT_EQ(w.decreases(), 0u);
 }
 
 TEST_F(WorkerTest, FloatRequestResendsAsFloat32) {

@@ -56,6 +56,14 @@ std::string text(const toml::table& t, const char* key, const std::string& where
   return *v;
 }
 
+bool boolean(const toml::table& t, const char* key, bool fallback, const std::string& where) {
+  const toml::node* n = t.get(key);
+  if (n == nullptr) return fallback;
+  auto v = n->value<bool>();
+  if (!v || !n->is_boolean()) fail(where, std::string(key) + " must be true or false");
+  return *v;
+}
+
 const toml::array* array(const toml::table& root, const char* key) {
   const toml::node* n = root.get(key);
   return n ? n->as_array() : nullptr;
@@ -150,6 +158,7 @@ SwitchSpec parse_switch(const toml::table& t, const std::string& origin) {
   if (s.aggregators < s.threads && s.policy != engines::Policy::none)
     fail(where, "needs at least one aggregator per thread");
   if (std::uint32_t{s.address.port} + s.threads > 65536) fail(where, "ports beyond 65535");
+  s.ecn_backlog_bytes = number<std::uint32_t>(t, "ecn_backlog_bytes", s.ecn_backlog_bytes, where);
   s.p4 = parse_p4_wiring(t, where);
   return s;
 }
@@ -184,6 +193,7 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   const std::string where = origin + " job " + std::to_string(j.id);
   j.window = number<std::uint32_t>(t, "window", 64, where);
   j.in_flight = number<std::uint32_t>(t, "in_flight", 0, where);
+  j.congestion_control = boolean(t, "congestion_control", true, where);
   j.values_per_packet = number<std::uint16_t>(t, "values_per_packet", 256, where);
   j.scale = number<float>(t, "scale", 0.0f, where);
   j.max_gradient = number<float>(t, "max_gradient", 1.0f, where);
@@ -472,6 +482,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.values_per_packet = job.values_per_packet;
   c.window = job.window;
   c.in_flight = job.in_flight;
+  c.congestion_control = job.congestion_control;
   c.scale = scale_of(job);
   c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());
   c.uplink = book.id_of(address_for(job.workers[rank].rack, job.id));

@@ -42,6 +42,10 @@ struct SwitchSpec {
   // Cores: each thread serves its own UDP port (address port + i), its own share of the pool
   // and its own jobs (those whose id mod threads is i).
   unsigned threads = 1;
+  // A software switch marks what it sends (ECN) while the kernel holds more than this many
+  // bytes for its socket, received and unread or sent and still queued at the egress device
+  // (the P4 program marks from its egress queue's depth instead). 0: never mark from backlog.
+  std::uint32_t ecn_backlog_bytes = 64 << 10;
   P4Wiring p4;  // keys `mac` and `ports`; empty for a software switch
 };
 
@@ -59,6 +63,7 @@ struct JobConfig {
   std::uint32_t id = 0;
   std::uint32_t window = 64;
   std::uint32_t in_flight = 0;  // fragments in flight per worker at most; 0: window
+  bool congestion_control = true;  // false: the workers' windows never shrink (a baseline)
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: from max_gradient
   float max_gradient = 1.0f;

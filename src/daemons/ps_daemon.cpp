@@ -43,9 +43,12 @@ void PsDaemon::attach(runtime::EventLoop& loop) {
 void PsDaemon::on_readable() {
   for (int batches = 0; batches < 64 && socket_.receive(received_) > 0; ++batches) {
     const Time now = runtime::monotonic_now();
-    for (std::size_t i = 0; i < received_.size(); ++i)
+    for (std::size_t i = 0; i < received_.size(); ++i) {
+      // A CE mark (a queue before the PS, such as incast on its link) goes into the result.
+      if (received_.congestion_experienced(i)) proto::mark_ecn(received_.packet(i));
       ps_.on_packet(now, received_.packet(i), outbox_,
                     book_.find(received_.from(i)).value_or(kUnknownNode));
+    }
     for (auto& d : outbox_.packets()) to_send_.add(book_.endpoint(d.to), d.bytes);
     outbox_.clear();
     socket_.send(to_send_);
@@ -60,7 +63,8 @@ nlohmann::json PsDaemon::stats() const {
                             [&](const char* name, std::uint64_t v) { job[name] = v; });
     job["entries_in_use"] = ps_.entries_in_use(id);
   }
-  nlohmann::json out = {{"ps", name_}, {"jobs", jobs}};
+  nlohmann::json out = {{"ps", name_}, {"jobs", jobs},
+                        {"ip_ce_received", socket_.counters().congestion_experienced}};
   engines::for_each_field(ps_.counters(), [&](const char* name, std::uint64_t v) { out[name] = v; });
   return out;
 }

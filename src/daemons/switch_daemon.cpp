@@ -1,5 +1,7 @@
 #include "daemons/switch_daemon.h"
 
+#include <algorithm>
+
 namespace atp::daemons {
 
 namespace {
@@ -8,7 +10,8 @@ constexpr engines::Port kStrangerPort = 0xFFFF;
 }  // namespace
 
 SwitchDaemon::SwitchDaemon(const control::ClusterConfig& config, const std::string& name)
-    : name_(name), address_(config.switch_named(name).address) {
+    : name_(name), address_(config.switch_named(name).address),
+      ecn_backlog_bytes_(config.switch_named(name).ecn_backlog_bytes) {
   const unsigned threads = config.switch_named(name).threads;
   for (unsigned t = 0; t < threads; ++t) {
     runtime::Endpoint port = address_;
@@ -43,6 +46,16 @@ void SwitchDaemon::attach(runtime::EventLoop& loop) {
   }
 }
 
+// Congestion, as the P4 program sees it in its egress queue's depth: here the bytes the kernel
+// holds for this shard's socket, unread (the switch's CPU is the bottleneck) or sent and still
+// queued at an egress device (a link is). Per socket, not per port: one deep queue marks all
+// that leaves in this batch.
+bool SwitchDaemon::congested(const Shard& s) const {
+  if (ecn_backlog_bytes_ == 0) return false;
+  const runtime::SocketBacklog b = s.socket.backlog();
+  return std::max(b.receive, b.send) > ecn_backlog_bytes_;
+}
+
 void SwitchDaemon::on_readable(Shard& s) {
   // At most 64 batches per wake-up: the loop then serves signals and the control socket too
   // (epoll is level-triggered, so what is left is read next round).
@@ -50,25 +63,36 @@ void SwitchDaemon::on_readable(Shard& s) {
     {
       std::lock_guard lock(s.mutex);
       const Time now = runtime::monotonic_now();
+      const bool mark = congested(s);
       for (std::size_t i = 0; i < s.received.size(); ++i) {
         auto packet = s.received.packet(i);
+        // A CE mark from a queue before this switch enters the packet, and the aggregator's
+        // sticky bit, as the ATP header's ecn flag.
+        if (s.received.congestion_experienced(i)) {
+          proto::mark_ecn(packet);
+          ++s.ip_ce_received;
+        }
         // A stranger gets a port no job lists, so it may speak for none.
         const auto from = s.book.find(s.received.from(i));
         const engines::Port port = from ? engines::port_of_node(*from) : kStrangerPort;
-        const engines::Verdict v = s.pipeline.process(packet, port, now);
-        switch (v.action) {
-          case engines::Verdict::Action::drop: break;
-          case engines::Verdict::Action::port:
-            s.to_send.add(s.book.endpoint(engines::node_of_port(v.port)), packet);
-            break;
-          case engines::Verdict::Action::multicast:
-            for (engines::Port member : s.pipeline.multicast_ports(v.group))
-              s.to_send.add(s.book.endpoint(engines::node_of_port(member)), packet);
-            break;
-        }
+        const engines::Verdict v = s.pipeline.process(packet, port, now, mark);
+        forward(s, v, packet);
       }
     }
     s.socket.send(s.to_send);
+  }
+}
+
+void SwitchDaemon::forward(Shard& s, const engines::Verdict& v, std::span<const std::uint8_t> packet) {
+  switch (v.action) {
+    case engines::Verdict::Action::drop: break;
+    case engines::Verdict::Action::port:
+      s.to_send.add(s.book.endpoint(engines::node_of_port(v.port)), packet);
+      break;
+    case engines::Verdict::Action::multicast:
+      for (engines::Port member : s.pipeline.multicast_ports(v.group))
+        s.to_send.add(s.book.endpoint(engines::node_of_port(member)), packet);
+      break;
   }
 }
 
@@ -138,9 +162,10 @@ bool SwitchDaemon::remove_job(std::uint32_t job) {
 nlohmann::json SwitchDaemon::stats() const {
   nlohmann::json jobs = nlohmann::json::object();
   engines::SwitchCounters totals;
-  std::uint64_t in_use = 0;
+  std::uint64_t in_use = 0, ce_received = 0;
   for (const auto& s : shards_) {
     std::lock_guard lock(s->mutex);
+    ce_received += s->ip_ce_received;
     for (std::uint32_t id : s->pipeline.jobs()) {
       nlohmann::json& job = jobs[std::to_string(id)];
       engines::for_each_field(*s->pipeline.job_counters(id),
@@ -152,7 +177,8 @@ nlohmann::json SwitchDaemon::stats() const {
     in_use += s->pipeline.registers().in_use();
   }
   nlohmann::json out = {{"switch", name_}, {"threads", shards_.size()},
-                        {"aggregators_in_use", in_use}, {"jobs", jobs}};
+                        {"aggregators_in_use", in_use}, {"ip_ce_received", ce_received},
+                        {"jobs", jobs}};
   engines::for_each_field(totals, [&](const char* name, std::uint64_t v) { out[name] = v; });
   return out;
 }

@@ -50,15 +50,19 @@ class SwitchDaemon {
     runtime::UdpSocket socket;
     runtime::ReceiveBatch received{64, 65536};
     runtime::SendBatch to_send;
+    std::uint64_t ip_ce_received = 0;  // datagrams that arrived marked CE
     runtime::EventLoop own_loop;  // shards 1..N-1
     std::thread thread;
   };
+  bool congested(const Shard& shard) const;
   void on_readable(Shard& shard);
+  void forward(Shard& shard, const engines::Verdict& v, std::span<const std::uint8_t> packet);
   void install(Shard& shard, engines::SwitchJob job);
   Shard* shard_of_job(std::uint32_t job) const;
 
   std::string name_;
   runtime::Endpoint address_;
+  std::uint32_t ecn_backlog_bytes_;
   std::vector<std::unique_ptr<Shard>> shards_;
 };
 

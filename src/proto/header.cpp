@@ -151,4 +151,12 @@ void encode_flags_and_bitmaps(const Header& h, std::span<std::uint8_t> packet) {
   store_be32(p + offset::racks_bitmap, h.racks_bitmap);
 }
 
+bool mark_ecn(std::span<std::uint8_t> packet) {
+  Header h;
+  if (decode(packet, h) != DecodeError::ok || h.kind != Kind::fragment) return false;
+  h.set(flag::kEcn);
+  encode_flags_and_bitmaps(h, packet);
+  return true;
+}
+
 }  // namespace atp::proto

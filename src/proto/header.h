@@ -101,6 +101,12 @@ void encode(const Header& h, std::span<std::uint8_t> out);
 // Rewrites only the mutable fields a switch touches (flags, level, bitmaps), in place.
 void encode_flags_and_bitmaps(const Header& h, std::span<std::uint8_t> packet);
 
+// Sets the `ecn` flag of a valid fragment-kind packet (a fragment, sum, result or float
+// request) in place: congestion on the way, from a switch's queue or an IP CE mark. The
+// handshake's packets carry no flags and are left alone, as is anything malformed. Returns
+// whether the packet now carries the flag.
+bool mark_ecn(std::span<std::uint8_t> packet);
+
 inline std::span<std::uint8_t> payload(std::span<std::uint8_t> packet) {
   return packet.subspan(kHeaderBytes);
 }

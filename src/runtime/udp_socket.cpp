@@ -1,5 +1,7 @@
 #include "runtime/udp_socket.h"
 
+#include <linux/sock_diag.h>
+#include <netinet/ip.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -8,9 +10,18 @@
 
 namespace atp::runtime {
 
+namespace {
+constexpr int kEct0 = 0x02;          // the ECN field: ECN-capable transport, codepoint 0
+constexpr std::uint8_t kCe = 0x03;   // Congestion Experienced
+constexpr std::uint8_t kEcnMask = 0x03;
+constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(int));
+}  // namespace
+
 ReceiveBatch::ReceiveBatch(std::size_t capacity, std::size_t max_bytes)
     : buffers_(capacity, std::vector<std::uint8_t>(max_bytes)), addresses_(capacity),
-      iovecs_(capacity), headers_(capacity), lengths_(capacity) {
+      controls_(capacity, std::vector<std::uint8_t>(kControlBytes)),
+      congestion_experienced_(capacity), iovecs_(capacity), headers_(capacity),
+      lengths_(capacity) {
   for (std::size_t i = 0; i < capacity; ++i) {
     iovecs_[i] = {buffers_[i].data(), max_bytes};
     headers_[i] = {};
@@ -18,6 +29,14 @@ ReceiveBatch::ReceiveBatch(std::size_t capacity, std::size_t max_bytes)
     headers_[i].msg_hdr.msg_iovlen = 1;
     headers_[i].msg_hdr.msg_name = &addresses_[i];
   }
+}
+
+void ReceiveBatch::read_ecn(std::size_t i) {
+  msghdr& m = headers_[i].msg_hdr;
+  std::uint8_t tos = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c))
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+  congestion_experienced_[i] = (tos & kEcnMask) == kCe;
 }
 
 void SendBatch::add(const Endpoint& to, std::span<const std::uint8_t> bytes) {
@@ -36,6 +55,11 @@ UdpSocket::UdpSocket(const Endpoint& local) {
   const int buffer = 8 << 20;  // room for bursts of a whole window from many workers
   ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
   ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
+  // ECT(0) on everything sent, and the TOS byte of everything received (IP_RECVTOS): without
+  // them a marking queue would have to drop. Linux lets UDP set the ECN bits through IP_TOS.
+  const int ect0 = kEct0, on = 1;
+  ::setsockopt(fd_, IPPROTO_IP, IP_TOS, &ect0, sizeof ect0);
+  ::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);
   const sockaddr_in a = local.sockaddr();
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
     const int e = errno;
@@ -55,8 +79,20 @@ Endpoint UdpSocket::local() const {
   return Endpoint::from(a);
 }
 
+SocketBacklog UdpSocket::backlog() const {
+  std::uint32_t info[SK_MEMINFO_VARS] = {};
+  socklen_t len = sizeof info;
+  if (::getsockopt(fd_, SOL_SOCKET, SO_MEMINFO, info, &len) != 0) return {};
+  return {info[SK_MEMINFO_RMEM_ALLOC], info[SK_MEMINFO_WMEM_ALLOC]};
+}
+
 std::size_t UdpSocket::receive(ReceiveBatch& batch) {
-  for (auto& h : batch.headers_) h.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+  for (std::size_t i = 0; i < batch.headers_.size(); ++i) {
+    msghdr& m = batch.headers_[i].msg_hdr;
+    m.msg_namelen = sizeof(sockaddr_in);
+    m.msg_control = batch.controls_[i].data();
+    m.msg_controllen = batch.controls_[i].size();
+  }
   ++counters_.receive_calls;
   const int n = ::recvmmsg(fd_, batch.headers_.data(), static_cast<unsigned>(batch.headers_.size()),
                            MSG_DONTWAIT, nullptr);
@@ -64,7 +100,11 @@ std::size_t UdpSocket::receive(ReceiveBatch& batch) {
     batch.count_ = 0;
     return 0;
   }
-  for (int i = 0; i < n; ++i) batch.lengths_[i] = batch.headers_[i].msg_len;
+  for (int i = 0; i < n; ++i) {
+    batch.lengths_[i] = batch.headers_[i].msg_len;
+    batch.read_ecn(static_cast<std::size_t>(i));
+    counters_.congestion_experienced += batch.congestion_experienced_[i];
+  }
   batch.count_ = static_cast<std::size_t>(n);
   counters_.received += batch.count_;
   return batch.count_;

@@ -1,6 +1,8 @@
 #pragma once
 // A non-blocking UDP socket that moves datagrams in batches (recvmmsg / sendmmsg): one system
-// call per batch, not per packet.
+// call per batch, not per packet. Everything it sends is ECN-capable (ECT(0)), and it reports
+// which datagrams arrived marked Congestion Experienced (RFC 3168), so a queue on the path that
+// marks instead of dropping reaches the protocol (docs/engines.md, "ECN on real packets").
 #include <sys/socket.h>
 
 #include <cstdint>
@@ -18,11 +20,17 @@ class ReceiveBatch {
   std::size_t size() const { return count_; }
   std::span<std::uint8_t> packet(std::size_t i) { return {buffers_[i].data(), lengths_[i]}; }
   Endpoint from(std::size_t i) const { return Endpoint::from(addresses_[i]); }
+  // The IP header's ECN field said CE: a queue on the way was congested.
+  bool congestion_experienced(std::size_t i) const { return congestion_experienced_[i] != 0; }
 
  private:
   friend class UdpSocket;
+  void read_ecn(std::size_t i);
+
   std::vector<std::vector<std::uint8_t>> buffers_;
   std::vector<sockaddr_in> addresses_;
+  std::vector<std::vector<std::uint8_t>> controls_;  // ancillary data: the received TOS byte
+  std::vector<std::uint8_t> congestion_experienced_;
   std::vector<iovec> iovecs_;
   std::vector<mmsghdr> headers_;
   std::vector<std::size_t> lengths_;
@@ -45,6 +53,14 @@ class SendBatch {
 
 struct SocketCounters {
   std::uint64_t received = 0, sent = 0, send_failures = 0, receive_calls = 0, send_calls = 0;
+  std::uint64_t congestion_experienced = 0;  // datagrams received with CE
+};
+
+// Bytes the kernel holds for the socket (SO_MEMINFO, buffer sizes as the kernel charges them):
+// datagrams received and not yet read, and datagrams sent and not yet on the wire (in the
+// device's queue discipline, behind a shaper or a busy link).
+struct SocketBacklog {
+  std::uint32_t receive = 0, send = 0;
 };
 
 class UdpSocket {
@@ -63,6 +79,7 @@ class UdpSocket {
   // Sends everything in `batch` (waiting for buffer space if the kernel is full), then clears it.
   void send(SendBatch& batch);
   const SocketCounters& counters() const { return counters_; }
+  SocketBacklog backlog() const;
 
  private:
   int fd_ = -1;

@@ -404,14 +404,7 @@ void SwitchPipeline::count(NextStep step, const Metadata& m) {
 }
 
 void SwitchPipeline::egress(std::span<std::uint8_t> packet, bool congested) {
-  if (!congested) return;
-  proto::Header h;
-  // Handshake packets carry no flags (decode refuses them with any): never marked.
-  if (proto::decode(packet, h) != proto::DecodeError::ok || h.kind != proto::Kind::fragment)
-    return;
-  h.set(flag::kEcn);
-  proto::encode_flags_and_bitmaps(h, packet);
-  ++counters_.ecn_marked;
+  if (congested && proto::mark_ecn(packet)) ++counters_.ecn_marked;
 }
 
 Level SwitchPipeline::level_after_me(const proto::Header& h) const {

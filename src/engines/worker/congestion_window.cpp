@@ -6,26 +6,36 @@
 
 namespace atp::engines {
 
-CongestionWindow::CongestionWindow(double initial, double maximum)
-    : window_(std::clamp(initial, 1.0, maximum)), maximum_(std::max(1.0, maximum)) {}
+CongestionWindow::CongestionWindow(double initial, double maximum, bool enabled)
+    : maximum_(std::max(1.0, maximum)), ssthresh_(maximum_), enabled_(enabled) {
+  window_ = enabled ? std::clamp(initial, 1.0, maximum_) : maximum_;
+}
+
+void CongestionWindow::leave_recovery_after(std::uint32_t seq) {
+  if (in_recovery_ && seq_distance(seq, recovery_seq_) >= 0) in_recovery_ = false;
+}
 
 void CongestionWindow::on_result(bool ecn, std::uint32_t seq, std::uint32_t next_seq) {
-  if (in_recovery_ && seq_distance(seq, recovery_seq_) >= 0) in_recovery_ = false;
+  if (!enabled_) return;
+  leave_recovery_after(seq);
   if (ecn) {
     decrease(next_seq);
     return;
   }
-  window_ = std::min(maximum_, window_ + 1.0 / window_);
+  const double growth = window_ < ssthresh_ ? 1.0 : 1.0 / window_;
+  window_ = std::min(maximum_, window_ + growth);
 }
 
 void CongestionWindow::on_loss(std::uint32_t seq, std::uint32_t next_seq) {
-  if (in_recovery_ && seq_distance(seq, recovery_seq_) >= 0) in_recovery_ = false;
+  if (!enabled_) return;
+  leave_recovery_after(seq);
   decrease(next_seq);
 }
 
 void CongestionWindow::decrease(std::uint32_t next_seq) {
   if (in_recovery_) return;
   window_ = std::max(1.0, window_ / 2);
+  ssthresh_ = window_;
   recovery_seq_ = next_seq;
   in_recovery_ = true;
   ++decreases_;

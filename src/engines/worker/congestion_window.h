@@ -1,13 +1,17 @@
 #pragma once
-// AIMD congestion window in fragments: +1 per round trip of unmarked results, halved on an ECN
-// mark or a loss, at most once per round trip (until a fragment sent after the cut is acked).
+// The worker's congestion window in fragments, the paper's AIMD on ECN: slow start (+1 per
+// unmarked result) up to ssthresh, then +1 per window of unmarked results; halved on an ECN
+// mark or a timeout, at most once per round trip (until a fragment sent after the cut is
+// acked), and ssthresh set to the halved window. A fast resend does not cut it: random loss is
+// not congestion (docs/engines.md §3.6 gives the measurement).
 #include <cstdint>
 
 namespace atp::engines {
 
 class CongestionWindow {
  public:
-  CongestionWindow(double initial, double maximum);
+  // `enabled` false: the window stays at `maximum` (a baseline without congestion control).
+  CongestionWindow(double initial, double maximum, bool enabled = true);
 
   // A result arrived for `seq`; `next_seq` is the next fragment not yet sent.
   void on_result(bool ecn, std::uint32_t seq, std::uint32_t next_seq);
@@ -16,12 +20,15 @@ class CongestionWindow {
   // Fragments that may be in flight now (at least 1).
   std::uint32_t allowed() const { return static_cast<std::uint32_t>(window_); }
   double value() const { return window_; }
+  double slow_start_threshold() const { return ssthresh_; }
   std::uint64_t decreases() const { return decreases_; }
 
  private:
+  void leave_recovery_after(std::uint32_t seq);
   void decrease(std::uint32_t next_seq);
 
-  double window_, maximum_;
+  double window_, maximum_, ssthresh_;
+  bool enabled_;
   // No further cut until a result for a fragment at or past this seq arrives.
   std::uint32_t recovery_seq_ = 0;
   bool in_recovery_ = false;

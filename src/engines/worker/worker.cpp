@@ -44,7 +44,7 @@ Worker::Worker(WorkerConfig config)
     : config_((validate(config), config)),
       run_(config.run),
       cwnd_(config.initial_window ? config.initial_window : in_flight_limit(config),
-            in_flight_limit(config)),
+            in_flight_limit(config), config.congestion_control),
       rtt_(config.initial_rto, config.min_rto, config.max_rto),
       quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
       ring_(config.window),
@@ -237,6 +237,7 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
   if (!f.rtt_ambiguous) rtt_.sample(now - f.first_sent);
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   cwnd_.on_result(h.has(flag::kEcn), h.seq, next_seq_);
+  stats_.window_cuts = cwnd_.decreases();
   if (h.has(flag::kRemap)) {
     aggregator_of_slot_[h.seq & (config_.window - 1)] = h.remap_index;
     ++stats_.remaps;
@@ -319,6 +320,7 @@ void Worker::on_timer(Time now, Outbox& out) {
     f.rtt_ambiguous = true;
     ++stats_.timeouts;
     cwnd_.on_loss(u, next_seq_);
+    stats_.window_cuts = cwnd_.decreases();
     transmit(now, f, true, out);
   }
 }

@@ -37,6 +37,9 @@ struct WorkerConfig {
   // fill (engines.md §3.6), and a job still holds at most about this many aggregators.
   std::uint32_t in_flight = 0;
   std::uint32_t initial_window = 0;  // 0: start at the ceiling
+  // false: the window stays at the ceiling whatever ECN marks and timeouts say (the baseline
+  // the paper's incast experiment compares with).
+  bool congestion_control = true;
   float scale = 1 << 16;
   std::uint8_t parameter_servers = 1;
   NodeId uplink = 0;  // the rack switch: the only node results may come from
@@ -68,6 +71,7 @@ enum class AllreduceStatus { pending, done, failed };
   X(results, "results taken")                                                               \
   X(duplicate_results, "results for fragments already done")                                \
   X(ecn_marks, "results carrying a congestion mark")                                        \
+  X(window_cuts, "congestion window halvings (an ECN mark or a timeout)")                   \
   X(remaps, "slots moved to another aggregator")                                            \
   X(malformed, "packets that fail decoding")                                                \
   X(forged, "packets with a wrong token, or not from the uplink")

@@ -1,0 +1,109 @@
+// The runtime's UDP socket on loopback: ECN-capable sending, CE reporting, and the backlog the
+// software switch marks from.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "runtime/udp_socket.h"
+
+namespace atp::runtime {
+namespace {
+
+const Endpoint kAny = *Endpoint::parse("127.0.0.1:0");
+
+// A plain socket, to see what UdpSocket sends and to send what UdpSocket must notice.
+class PlainSocket {
+ public:
+  PlainSocket() : fd_(::socket(AF_INET, SOCK_DGRAM, 0)) {
+    const sockaddr_in a = kAny.sockaddr();
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+  }
+  ~PlainSocket() { ::close(fd_); }
+  Endpoint local() const {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    return Endpoint::from(a);
+  }
+  void set_tos(int tos) { ::setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof tos); }
+  void send_to(const Endpoint& to, std::uint8_t byte) {
+    const sockaddr_in a = to.sockaddr();
+    ASSERT_EQ(::sendto(fd_, &byte, 1, 0, reinterpret_cast<const sockaddr*>(&a), sizeof a), 1);
+  }
+  // The TOS byte of the next datagram (waits up to a second), or -1.
+  int receive_tos() {
+    const int on = 1;
+    ::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 1000) != 1) return -1;
+    std::array<std::uint8_t, 2048> data{};
+    std::array<char, CMSG_SPACE(sizeof(int))> control{};
+    iovec v{data.data(), data.size()};
+    msghdr m{};
+    m.msg_iov = &v;
+    m.msg_iovlen = 1;
+    m.msg_control = control.data();
+    m.msg_controllen = control.size();
+    if (::recvmsg(fd_, &m, 0) < 0) return -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c))
+      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) return *CMSG_DATA(c);
+    return -1;
+  }
+
+ private:
+  int fd_;
+};
+
+std::size_t receive_waiting(UdpSocket& s, ReceiveBatch& batch) {
+  pollfd p{s.fd(), POLLIN, 0};
+  ::poll(&p, 1, 1000);
+  return s.receive(batch);
+}
+
+TEST(UdpSocket, SendsEcnCapableTransport) {
+  UdpSocket sender(kAny);
+  PlainSocket receiver;
+  SendBatch batch;
+  const std::uint8_t byte = 7;
+  batch.add(receiver.local(), {&byte, 1});
+  sender.send(batch);
+  EXPECT_EQ(receiver.receive_tos() & 0x03, 0x02);  // ECT(0)
+}
+
+TEST(UdpSocket, ReportsWhichDatagramsArrivedCongestionExperienced) {
+  UdpSocket receiver(kAny);
+  PlainSocket marked, unmarked;
+  marked.set_tos(0x03);  // CE, as a marking queue on the way would leave it
+  unmarked.set_tos(0x02);
+  marked.send_to(receiver.local(), 1);
+  unmarked.send_to(receiver.local(), 2);
+  ReceiveBatch batch(8, 64);
+  receive_waiting(receiver, batch);  // loopback delivers during sendto: both are there
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch.packet(0)[0], 1);
+  EXPECT_TRUE(batch.congestion_experienced(0));
+  EXPECT_FALSE(batch.congestion_experienced(1));
+  EXPECT_EQ(receiver.counters().congestion_experienced, 1u);
+}
+
+TEST(UdpSocket, BacklogCountsWhatWaitsUnread) {
+  UdpSocket receiver(kAny);
+  PlainSocket sender;
+  EXPECT_EQ(receiver.backlog().receive, 0u);
+  for (std::uint8_t i = 0; i < 10; ++i) sender.send_to(receiver.local(), i);
+  const std::uint32_t waiting = receiver.backlog().receive;
+  EXPECT_GT(waiting, 10u);  // charged per buffer, so more than the payload bytes
+  ReceiveBatch batch(16, 64);
+  receive_waiting(receiver, batch);
+  EXPECT_EQ(batch.size(), 10u);
+  EXPECT_EQ(receiver.backlog().receive, 0u);
+}
+
+}  // namespace
+}  // namespace atp::runtime
