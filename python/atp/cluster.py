@@ -15,6 +15,13 @@ switches and the pool. Plain traffic (Gloo's TCP) is routed through the same swi
 share of packets in every switch namespace (iptables -m statistic). Namespaces are always torn
 down, also on failure or Ctrl-C.
 
+Congestion (docs/benchmarks.md, "Congestion control on real packets"): every ATP packet is
+ECN-capable; an fq_codel with ecn goes under each shaper where the kernel has it; software
+switches mark from their backlog (--ecn-backlog-kb); --ce-mark has iptables mark CE on a share
+of the ATP packets entering the switches; --tcp-flow runs an iperf3 TCP flow from rack 0's
+switch to PS host 0 (across the links ATP's sums take to its PS) and reports both, with the
+queueing delay on that path; every run reports the packets the shapers dropped.
+
 --switch bmv2 runs the P4 program (p4/v1model/atp.p4) on BMv2 simple_switch as every switch
 instead of `atp switch` (python/atp/bmv2.py): PS hosts hang off the rack switch (one rack) or
 the level-2 switch, loss is dropped on the hosts, only ATP systems run. BMv2 forwards a few
@@ -37,6 +44,7 @@ import sys
 import tempfile
 import time
 
+from .cluster_traffic import ECN_QDISC, RunWatch
 from .launch import atp_binary
 
 PREFIX = "atpc-"
@@ -98,9 +106,10 @@ class Topology:
 
     SWITCH_PORT = 9000  # where `atp switch` listens
 
-    def __init__(self, racks, hosts_per_rack, servers, rate_mbit, loss=0.0):
+    def __init__(self, racks, hosts_per_rack, servers, rate_mbit, loss=0.0, ce_mark=0.0):
         self.racks, self.hosts_per_rack, self.servers = racks, hosts_per_rack, servers
-        self.rate_mbit, self.loss = rate_mbit, loss
+        self.rate_mbit, self.loss, self.ce_mark = rate_mbit, loss, ce_mark
+        self.ecn_qdisc = None  # the marking qdisc under the shapers; False: the kernel has none
 
     # Names and addresses.
     @staticmethod
@@ -139,8 +148,12 @@ class Topology:
     def shape(self, ns, dev):
         rate_bytes = self.rate_mbit * 1e6 / 8
         burst = max(16384, int(rate_bytes * 0.002))  # 2 ms of traffic, at least a few packets
-        sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
-           "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "latency", "20ms")
+        sh("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:",
+           "tbf", "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "latency", "20ms")
+        if self.ecn_qdisc is not False:
+            marking = sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
+                         *ECN_QDISC, check=False)
+            self.ecn_qdisc = " ".join(ECN_QDISC) if marking.returncode == 0 else False
 
     def link(self, ns_a, dev_a, ns_b, dev_b):
         sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
@@ -180,12 +193,22 @@ class Topology:
                 self.endpoint(self.host(r, h), sw, f"h{h}", self.host_ip(r, h), self.rack_switch_ip(r))
         for p in range(self.servers):
             self.endpoint(self.server(p), self.SPINE, f"p{p}", self.server_ip(p), self.SPINE_IP)
+        switches = [self.rack_switch(r) for r in range(self.racks)] + [self.SPINE]
         if self.loss > 0:
-            for ns in [self.rack_switch(r) for r in range(self.racks)] + [self.SPINE]:
+            for ns in switches:
                 for chain in ("INPUT", "FORWARD"):
                     sh("ip", "netns", "exec", ns, "iptables", "-A", chain, "-m", "statistic",
                        "--mode", "random", "--probability", str(self.loss), "-j", "DROP")
+        if self.ce_mark > 0:  # the kernel marks CE, as a marking queue in front would
+            for ns in switches:
+                sh("ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A", "PREROUTING", "-p",
+                   "udp", "--dport", str(self.SWITCH_PORT), "-m", "statistic", "--mode", "random",
+                   "--probability", str(self.ce_mark), "-j", "TOS", "--set-tos", "0x03/0x03")
         return self
+
+    def namespaces(self):
+        listing = sh("ip", "netns", "list", check=False).stdout.split("\n")
+        return [line.split(" ")[0] for line in listing if line.startswith(PREFIX)]
 
     @staticmethod
     def spawn(ns, cmd, log):
@@ -203,27 +226,33 @@ class Topology:
         return []
 
 
-def cluster_file(topo, jobs, workers, policy, aggregators, window, values_per_packet):
+def cluster_file(topo, args, policy):
+    jobs, workers, window = args.jobs, args.workers, args.window
+    values_per_packet = args.values_per_packet
+    common = [f"aggregators = {args.aggregators}", f'policy = "{policy}"',
+              f"values_per_aggregator = {values_per_packet}"]
+    if args.ecn_backlog_kb is not None:
+        common.append(f"ecn_backlog_bytes = {int(args.ecn_backlog_kb * 1024)}")
     lines = []
     for r in range(topo.racks):
         lines += ["[[switch]]", f'name = "rack{r}"',
-                  f'address = "{topo.rack_switch_ip(r)}:{topo.SWITCH_PORT}"',
-                  "level = 1", f"aggregators = {aggregators}", f'policy = "{policy}"',
-                  f"values_per_aggregator = {values_per_packet}"]
+                  f'address = "{topo.rack_switch_ip(r)}:{topo.SWITCH_PORT}"', "level = 1"] + common
         lines += topo.wiring_lines(topo.rack_switch(r))
         if topo.racks > 1:
             lines.append('uplink = "spine"')
     if topo.racks > 1:
         lines += ["[[switch]]", 'name = "spine"', f'address = "{topo.SPINE_IP}:{topo.SWITCH_PORT}"',
-                  "level = 2", f"aggregators = {aggregators}", f'policy = "{policy}"',
-                  f"values_per_aggregator = {values_per_packet}"]
+                  "level = 2"] + common
         lines += topo.wiring_lines(topo.SPINE)
     for j in range(jobs):
         lines += ["[[ps]]", f'name = "ps{j + 1}"', f'address = "{topo.server_ip(j)}:9100"']
     for j in range(jobs):
         lines += ["[[job]]", f"id = {j + 1}", f"window = {window}",
                   f"values_per_packet = {values_per_packet}", "deadline_ms = 120000",
-                  f'parameter_servers = ["ps{j + 1}"]', "workers = ["]
+                  f'parameter_servers = ["ps{j + 1}"]']
+        if args.no_congestion_control:
+            lines.append("congestion_control = false")
+        lines.append("workers = [")
         for k in range(workers):
             r, h = topo.place(k)
             lines.append(f'  {{ rack = "rack{r}", address = "{topo.host_ip(r, h)}:{9200 + j}" }},')
@@ -279,12 +308,12 @@ def run_system(system, topo, args, workdir):
     clock, p4_steps = None, None  # the BMv2 switches' claim clock and what they did
     log = open(os.path.join(folder, "processes.log"), "w")
     started = time.time()
+    watch = RunWatch(topo, args.tcp_flow, log)
     try:
         if kind == "atp":
             config = os.path.join(folder, "cluster.toml")
             with open(config, "w") as f:
-                f.write(cluster_file(topo, args.jobs, args.workers, policy, args.aggregators,
-                                     args.window, args.values_per_packet))
+                f.write(cluster_file(topo, args, policy))
             if args.switch == "bmv2":
                 log.flush()
                 clock = topo.start_switches(args.p4_program, config, binary, log)
@@ -298,6 +327,7 @@ def run_system(system, topo, args, workdir):
         store = os.path.join(folder, "gloo-store")
         os.makedirs(store, exist_ok=True)
         gloo = os.path.join(os.path.dirname(binary), "gloo_allreduce")
+        watch.start()
         for j in range(args.jobs):
             for k in range(args.workers):
                 r, h = topo.place(k)
@@ -315,6 +345,7 @@ def run_system(system, topo, args, workdir):
                 workers.append((topo.spawn(topo.host(r, h), cmd, log), out))
         reports = wait_reports(workers, args.timeout, cpu)
     finally:
+        traffic = watch.stop()
         wall = time.time() - started
         everyone = [("workers", w) for w, _ in workers if w.returncode is None] + daemons
         for _, p in everyone:
@@ -344,10 +375,24 @@ def run_system(system, topo, args, workdir):
     # the development machine: a sum near 2 x wall means CPU-bound, not link-bound).
     result = {"system": system, "jobs": jobs, "exact": all(j["exact"] for j in jobs),
               "mean_job_algbw_gbps": sum(j["algbw_gbps"] for j in jobs) / len(jobs),
-              "wall_s": wall, "cpu_s": cpu}
+              "wall_s": wall, "cpu_s": cpu, **traffic, **congestion_summary(jobs)}
     if p4_steps is not None:
         result["p4_next_steps"] = p4_steps  # per switch: packets per next step
     return result
+
+
+def congestion_summary(jobs):
+    """How the jobs shared and backed off: Jain's fairness index over their bandwidths (1: equal
+    shares), and the workers' ECN marks, window cuts and resends (ATP systems)."""
+    rates = [j["algbw_gbps"] for j in jobs]
+    out = {}
+    if len(rates) > 1 and any(rates):
+        out["jain_index"] = sum(rates) ** 2 / (len(rates) * sum(r * r for r in rates))
+    workers = [w for j in jobs for w in j["workers"]]
+    for key in ("ecn_marks", "window_cuts", "retransmissions"):
+        if any(key in w for w in workers):
+            out[key] = sum(w.get(key, 0) for w in workers)
+    return out
 
 
 def wire_ceiling_gbps(rate_mbit, values_per_packet):
@@ -364,7 +409,7 @@ def run_point(args, systems, progress=None):
         from .bmv2 import Bmv2Topology as topology
     else:
         topology = Topology
-    topo = topology(args.racks, hosts, args.jobs, args.rate_mbit, args.loss)
+    topo = topology(args.racks, hosts, args.jobs, args.rate_mbit, args.loss, args.ce_mark)
     try:
         topo.build()
         results = {}
@@ -383,7 +428,9 @@ def run_point(args, systems, progress=None):
               "rate_mbit": args.rate_mbit, "floats": args.floats, "loss": args.loss,
               "aggregators": args.aggregators, "window": args.window,
               "values_per_packet": args.values_per_packet, "wire_ceiling_gbps": ceiling,
-              "systems": results}
+              "kernel_ecn_qdisc": topo.ecn_qdisc or None, "ce_mark": args.ce_mark,
+              "ecn_backlog_kb": args.ecn_backlog_kb, "congestion_control": not args.no_congestion_control,
+              "tcp_flow": args.tcp_flow, "systems": results}
     if "atp" in results:
         atp = results["atp"]["mean_job_algbw_gbps"]
         record["atp_vs"] = {s: (atp / r["mean_job_algbw_gbps"] if r["mean_job_algbw_gbps"] else None)
@@ -408,6 +455,13 @@ def print_record(rec):
     print(f"{rec['switch']} switches  racks {rec['racks']}  workers {rec['workers']}  jobs {rec['jobs']}  "
           f"{rec['rate_mbit']} Mbit/s  {size_text(rec['floats'] * 4)}  loss {rec['loss']}  "
           f"(ATP wire ceiling {rec['wire_ceiling_gbps']:.3f} Gbit/s)")
+    if rec.get("switch") == "software":
+        backlog = rec.get("ecn_backlog_kb")
+        print(f"  ECN: marking qdisc under the shapers: {rec.get('kernel_ecn_qdisc') or 'none (not in this kernel)'};"
+              + (" switches never mark from backlog" if backlog == 0 else
+                 f" switches mark at a backlog of {64 if backlog is None else backlog:g} KiB")
+              + (f"; iptables marks CE on {rec['ce_mark']:g} of what enters them" if rec.get("ce_mark") else "")
+              + ("" if rec.get("congestion_control", True) else "; workers' congestion control OFF"))
     for system, r in rec["systems"].items():
         times = [j["seconds_per_allreduce"] for j in r["jobs"]]
         shown = ", ".join(f"{t * 1000:.1f}" if t else "-" for t in times)
@@ -417,6 +471,7 @@ def print_record(rec):
               + (f"  ATP/{system} {ratio:.2f}x" if ratio else ""))
         cpu = ", ".join(f"{role} {seconds:.1f}" for role, seconds in sorted(r["cpu_s"].items()))
         print(f"          CPU s over {r['wall_s']:.1f} s wall: {cpu}")
+        print_congestion(r, rec["rate_mbit"])
         for j in r["jobs"]:
             for e in j["errors"]:
                 print(f"    job {j['job']}: {e}")
@@ -426,6 +481,23 @@ def print_record(rec):
     if rec.get("atp_share_of_ceiling") is not None:
         print(f"  ATP (all jobs together, as they share host links) at "
               f"{rec['atp_share_of_ceiling'] * 100:.0f}% of its wire ceiling")
+
+
+def print_congestion(r, rate_mbit):
+    counts = [f"{key.replace('_', ' ')} {r[key]}" for key in
+              ("ecn_marks", "window_cuts", "retransmissions") if key in r]
+    line = f"          shaper drops {r.get('qdisc_drops', 0)}"
+    line += (", " + ", ".join(counts)) if counts else ""
+    line += f", Jain's index {r['jain_index']:.3f}" if "jain_index" in r else ""
+    print(line)
+    flow, delay = r.get("tcp_flow"), r.get("queue_delay")
+    if flow:
+        shown = (f"{flow['mbit_s']:.1f} Mbit/s ({flow['mbit_s'] / rate_mbit * 100:.0f}% of the link),"
+                 f" {flow['retransmits']} retransmits" if "mbit_s" in flow else flow["error"])
+        print(f"          TCP flow beside it: {shown}")
+    if delay and delay.get("samples"):
+        print(f"          queueing delay at {delay['link']}: mean {delay['mean_ms']:.2f} ms, "
+              f"p99 {delay['p99_ms']:.2f} ms, max {delay['max_ms']:.2f} ms")
 
 
 def add_common(p, sweep):
@@ -443,6 +515,15 @@ def add_common(p, sweep):
                    help="ATP workers idle this long before each allreduce (a training step's "
                         "computation; jobs then contend only part of the time)")
     p.add_argument("--values-per-packet", type=int, default=256, help="K")
+    p.add_argument("--ecn-backlog-kb", type=float, default=None,
+                   help="software switches mark ECN while their socket's kernel backlog exceeds "
+                        "this (KiB; 0: never; default: the cluster file's, 64)")
+    p.add_argument("--no-congestion-control", action="store_true",
+                   help="ATP workers keep their window at its ceiling (the incast baseline)")
+    p.add_argument("--ce-mark", type=float, default=0.0,
+                   help="share of ATP packets entering each switch that iptables marks CE")
+    p.add_argument("--tcp-flow", action="store_true",
+                   help="an iperf3 TCP flow from rack 0's switch to PS host 0 during each run")
     p.add_argument("--timeout", type=float, default=600, help="seconds per system run")
     p.add_argument("--keep", action="store_true", help="keep each run's folder (configs, reports, logs)")
     p.add_argument("--json", metavar="FILE", help="write the results here")
@@ -549,8 +630,15 @@ def main(argv=None):
     add_common(sweep, sweep=True)
     args = parser.parse_args(argv)
     systems = parse_systems(args.systems)
+    if not 0 <= args.ce_mark <= 1:
+        parser.error("--ce-mark is a probability: 0..1")
+    if args.tcp_flow and shutil.which("iperf3") is None:
+        parser.error("--tcp-flow needs iperf3 (scripts/setup.sh installs it)")
     if args.switch == "bmv2":
         from . import bmv2
+        if args.ce_mark or args.ecn_backlog_kb is not None:
+            parser.error("--ce-mark and --ecn-backlog-kb act on software switches (BMv2 marks from "
+                         "its own queue depth)")
         if "gloo" in systems:
             parser.error("--switch bmv2 runs ATP systems only (the P4 switches route nothing else)")
         missing = bmv2.tools_missing()

@@ -54,6 +54,29 @@ class ClusterSmoke(unittest.TestCase):
             self.assertTrue(w["exact"], w)
         self.assertGreater(sum(w["retransmissions"] for w in workers), 0)  # the drops happened
 
+    def run_atp(self, *extra):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "report.json")
+            run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--rate-mbit", "100",
+                                  "--floats", "100000", "--iterations", "2", "--systems", "atp",
+                                  "--json", out, *extra], capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            with open(out) as f:
+                return json.load(f)["systems"]["atp"]
+
+    def test_a_ce_mark_set_by_the_kernel_reaches_the_workers_windows(self):
+        # The switches' own backlog marking is off, so marks can only come from the IP header:
+        # iptables (TOS) sets CE on packets entering the switch namespaces; the switch daemon
+        # reads it (IP_RECVTOS), keeps it in the aggregator, the PS copies it into the result.
+        quiet = self.run_atp("--ecn-backlog-kb", "0")
+        self.assertEqual((quiet["ecn_marks"], quiet["window_cuts"]), (0, 0), quiet)
+        marked = self.run_atp("--ecn-backlog-kb", "0", "--ce-mark", "0.05")
+        self.assertTrue(marked["exact"], marked)
+        for w in marked["jobs"][0]["workers"]:
+            self.assertGreater(w["ecn_marks"], 0, w)
+            self.assertGreater(w["window_cuts"], 0, w)
+        self.assertEqual(marked["qdisc_drops"], 0)  # marked, not dropped
+
     def test_a_failed_run_still_tears_the_namespaces_down(self):
         run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--floats", "1000",
                               "--systems", "atp", "--aggregators", "0"],
