@@ -104,12 +104,14 @@ TEST(ClusterConfig, EcnSettingsReachTheSwitchAndTheWorkers) {
                           "workers = [{ rack = \"r\", address = \"127.0.0.1:3\" }]\n";
   runtime::AddressBook book;
   const auto defaults = ClusterConfig::parse(std::string(kSwitch) + kPs + job);
-  EXPECT_EQ(defaults.switch_named("r").ecn_backlog_bytes, 64u << 10);
+  EXPECT_EQ(defaults.switch_named("r").ecn_backlog_bytes, 128u << 10);
   EXPECT_TRUE(defaults.worker_config(1, 0, book).congestion_control);
+  EXPECT_EQ(defaults.worker_config(1, 0, book).initial_window, 16u);
   const auto set = ClusterConfig::parse(std::string(kSwitch) + "ecn_backlog_bytes = 0\n" + kPs +
-                                        job + "congestion_control = false\n");
+                                        job + "congestion_control = false\ninitial_window = 0\n");
   EXPECT_EQ(set.switch_named("r").ecn_backlog_bytes, 0u);
   EXPECT_FALSE(set.worker_config(1, 0, book).congestion_control);
+  EXPECT_EQ(set.worker_config(1, 0, book).initial_window, 0u);
 }
 
 }  // namespace

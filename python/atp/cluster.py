@@ -459,7 +459,7 @@ def print_record(rec):
         backlog = rec.get("ecn_backlog_kb")
         print(f"  ECN: marking qdisc under the shapers: {rec.get('kernel_ecn_qdisc') or 'none (not in this kernel)'};"
               + (" switches never mark from backlog" if backlog == 0 else
-                 f" switches mark at a backlog of {64 if backlog is None else backlog:g} KiB")
+                 f" switches mark at a backlog of {128 if backlog is None else backlog:g} KiB")
               + (f"; iptables marks CE on {rec['ce_mark']:g} of what enters them" if rec.get("ce_mark") else "")
               + ("" if rec.get("congestion_control", True) else "; workers' congestion control OFF"))
     for system, r in rec["systems"].items():
@@ -486,7 +486,7 @@ def print_record(rec):
 def print_congestion(r, rate_mbit):
     counts = [f"{key.replace('_', ' ')} {r[key]}" for key in
               ("ecn_marks", "window_cuts", "retransmissions") if key in r]
-    line = f"          shaper drops {r.get('qdisc_drops', 0)}"
+    line = f"          shaper drops {r.get('qdisc_drops', 0)}, socket drops {r.get('socket_drops', 0)}"
     line += (", " + ", ".join(counts)) if counts else ""
     line += f", Jain's index {r['jain_index']:.3f}" if "jain_index" in r else ""
     print(line)
@@ -517,7 +517,7 @@ def add_common(p, sweep):
     p.add_argument("--values-per-packet", type=int, default=256, help="K")
     p.add_argument("--ecn-backlog-kb", type=float, default=None,
                    help="software switches mark ECN while their socket's kernel backlog exceeds "
-                        "this (KiB; 0: never; default: the cluster file's, 64)")
+                        "this (KiB; 0: never; default: the cluster file's, 128)")
     p.add_argument("--no-congestion-control", action="store_true",
                    help="ATP workers keep their window at its ceiling (the incast baseline)")
     p.add_argument("--ce-mark", type=float, default=0.0,

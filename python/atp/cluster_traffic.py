@@ -30,6 +30,20 @@ def qdisc_drops(namespaces):
     return sum(q.get("drops", 0) for ns in namespaces for q in qdisc_stats(ns) if q.get("root"))
 
 
+def socket_drops(namespaces):
+    """UDP datagrams the kernel dropped for want of socket buffer (RcvbufErrors, SndbufErrors)
+    in these namespaces so far: loss that no shaper counts."""
+    total = 0
+    for ns in namespaces:
+        out = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"],
+                             capture_output=True, text=True).stdout.split("\n")
+        udp = [line.split()[1:] for line in out if line.startswith("Udp:")]
+        if len(udp) == 2:
+            fields = dict(zip(udp[0], udp[1]))
+            total += int(fields.get("RcvbufErrors", 0)) + int(fields.get("SndbufErrors", 0))
+    return total
+
+
 class QueueProbe:
     """Samples one device's shaper backlog every `period` s in a thread: the queueing delay
     a packet joining that queue would see, bytes over the link rate."""
@@ -106,7 +120,7 @@ class TcpFlow:
 
 
 class RunWatch:
-    """Around one system's run: packets the shapers dropped, and with `tcp_flow` an iperf3 flow
+    """Around one system's run: packets the shapers and the sockets dropped, and with `tcp_flow` an iperf3 flow
     from rack 0's switch to PS host 0 (rack 0's uplink and the PS link, which ATP's sums take)
     with the queueing delay at rack 0's uplink, where that flow and ATP's sums queue together."""
 
@@ -118,6 +132,7 @@ class RunWatch:
 
     def start(self):
         self.drops = qdisc_drops(self.topo.namespaces())
+        self.socket_drops = socket_drops(self.topo.namespaces())
         if self.flow:
             self.flow.start()
             time.sleep(1.0)  # past the flow's slow start: the systems meet it in steady state
@@ -129,7 +144,9 @@ class RunWatch:
         if self.result is not None:
             return self.result
         ended = time.time()
-        self.result = {"qdisc_drops": qdisc_drops(self.topo.namespaces()) - self.drops}
+        namespaces = self.topo.namespaces()
+        self.result = {"qdisc_drops": qdisc_drops(namespaces) - self.drops,
+                       "socket_drops": socket_drops(namespaces) - self.socket_drops}
         if self.flow:
             self.result["queue_delay"] = self.probe.stop()
             self.result["tcp_flow"] = self.flow.stop((self.started, ended))

@@ -45,7 +45,9 @@ struct SwitchSpec {
   // A software switch marks what it sends (ECN) while the kernel holds more than this many
   // bytes for its socket, received and unread or sent and still queued at the egress device
   // (the P4 program marks from its egress queue's depth instead). 0: never mark from backlog.
-  std::uint32_t ecn_backlog_bytes = 64 << 10;
+  // Kernel bytes, about twice the wire bytes for ATP's datagrams. 128 KiB: measured against a
+  // TCP flow and under incast (docs/benchmarks.md); 32-64 KiB cede most of a link to TCP.
+  std::uint32_t ecn_backlog_bytes = 128 << 10;
   P4Wiring p4;  // keys `mac` and `ports`; empty for a software switch
 };
 
@@ -64,6 +66,10 @@ struct JobConfig {
   std::uint32_t window = 64;
   std::uint32_t in_flight = 0;  // fragments in flight per worker at most; 0: window
   bool congestion_control = true;  // false: the workers' windows never shrink (a baseline)
+  // Fragments in flight when a worker starts, before slow start (0: the ceiling at once). 16:
+  // a job starting on a busy link does not overflow its queue in its first round trip
+  // (docs/benchmarks.md: the incast run's shaper drops fall from about 500 to 0).
+  std::uint32_t initial_window = 16;
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: from max_gradient
   float max_gradient = 1.0f;
