@@ -72,6 +72,7 @@ def summarize(records):
         "tcp_queue_delay_mean_ms": mean([a["queue_delay"]["mean_ms"] for a in tcp_runs]),
         "tcp_queue_delay_max_ms": max((a["queue_delay"]["max_ms"] for a in tcp_runs), default=None),
         "shaper_drops": {name: [a["qdisc_drops"] for a in atp(name)] for name in records},
+        "socket_drops": {name: [a["socket_drops"] for a in atp(name)] for name in records},
         "atp_resends": {name: [a.get("retransmissions", 0) for a in atp(name)] for name in records},
         "exact": all(a["exact"] for name in records for a in atp(name)),
     }
