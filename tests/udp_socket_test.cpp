@@ -105,5 +105,78 @@ TEST(UdpSocket, BacklogCountsWhatWaitsUnread) {
   EXPECT_EQ(receiver.backlog().receive, 0u);
 }
 
+// Datagrams i = 0..count-1 of `size` bytes (the last `last` bytes), each filled with i.
+void add_numbered(SendBatch& batch, const Endpoint& to, std::size_t count, std::size_t size,
+                  std::size_t last) {
+  for (std::size_t i = 0; i < count; ++i)
+    batch.add(to, std::vector<std::uint8_t>(i + 1 == count ? last : size, static_cast<std::uint8_t>(i)));
+}
+
+std::vector<std::vector<std::uint8_t>> receive_all(UdpSocket& s, std::size_t expected) {
+  std::vector<std::vector<std::uint8_t>> got;
+  ReceiveBatch batch(64, 65536);
+  for (int tries = 0; tries < 100 && got.size() < expected; ++tries) {
+    receive_waiting(s, batch);
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      got.emplace_back(batch.packet(i).begin(), batch.packet(i).end());
+  }
+  return got;
+}
+
+TEST(UdpSocket, ARunToOneDestinationLeavesAsOneTrainOfSeparateDatagrams) {
+  UdpSocket sender(kAny, {.send_trains = true});
+  PlainSocket plain;  // no UDP_GRO: the kernel hands it the datagrams one by one
+  UdpSocket grouped(kAny, {.receive_trains = true});  // may get the train whole: must split it
+  for (UdpSocket* receiver : {static_cast<UdpSocket*>(nullptr), &grouped}) {
+    SendBatch batch;
+    const Endpoint to = receiver ? receiver->local() : plain.local();
+    add_numbered(batch, to, 10, 300, 120);
+    const auto calls = sender.counters().send_calls;
+    sender.send(batch);
+    if (!sender.gso()) GTEST_SKIP() << "this kernel refuses UDP GSO: datagrams went one by one";
+    EXPECT_EQ(sender.counters().send_calls - calls, 1u);
+    if (receiver == nullptr) {
+      for (std::size_t i = 0; i < 10; ++i) EXPECT_GE(plain.receive_tos(), 0) << i;
+      continue;
+    }
+    const auto got = receive_all(*receiver, 10);
+    ASSERT_EQ(got.size(), 10u);
+    for (std::size_t i = 0; i < 10; ++i) {
+      EXPECT_EQ(got[i].size(), i == 9 ? 120u : 300u);
+      EXPECT_EQ(got[i][0], i);
+    }
+  }
+  EXPECT_EQ(sender.counters().trains_sent, 2u);
+  EXPECT_EQ(sender.counters().sent, 20u);
+}
+
+TEST(UdpSocket, AlternatingDestinationsAndLongerDatagramsBreakTrains) {
+  UdpSocket sender(kAny, {.send_trains = true}), a(kAny), b(kAny);
+  SendBatch batch;
+  const std::uint8_t small[100] = {}, big[200] = {};
+  batch.add(a.local(), small);
+  batch.add(b.local(), small);  // another destination
+  batch.add(a.local(), small);
+  batch.add(a.local(), big);  // longer than the train's first: a new train
+  batch.add(a.local(), big);
+  sender.send(batch);
+  EXPECT_EQ(sender.counters().sent, 5u);
+  EXPECT_EQ(sender.counters().trains_sent, sender.gso() ? 1u : 0u);
+  EXPECT_EQ(receive_all(a, 4).size(), 4u);
+  EXPECT_EQ(receive_all(b, 1).size(), 1u);
+}
+
+TEST(UdpSocket, CongestionExperiencedIsCountedPerDatagram) {
+  UdpSocket receiver(kAny);
+  PlainSocket marked;
+  marked.set_tos(0x03);
+  for (std::uint8_t i = 0; i < 3; ++i) marked.send_to(receiver.local(), i);
+  ReceiveBatch batch(8, 65536);
+  receive_waiting(receiver, batch);
+  ASSERT_EQ(batch.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_TRUE(batch.congestion_experienced(i));
+  EXPECT_EQ(receiver.counters().congestion_experienced, 3u);
+}
+
 }  // namespace
 }  // namespace atp::runtime

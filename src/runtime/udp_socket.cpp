@@ -2,10 +2,14 @@
 
 #include <linux/sock_diag.h>
 #include <netinet/ip.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <system_error>
 
 namespace atp::runtime {
@@ -14,14 +18,31 @@ namespace {
 constexpr int kEct0 = 0x02;          // the ECN field: ECN-capable transport, codepoint 0
 constexpr std::uint8_t kCe = 0x03;   // Congestion Experienced
 constexpr std::uint8_t kEcnMask = 0x03;
-constexpr std::size_t kControlBytes = CMSG_SPACE(sizeof(int));
+constexpr std::size_t kReceiveControlBytes = 2 * CMSG_SPACE(sizeof(int));  // TOS, GRO size
+constexpr std::size_t kSendControlBytes = CMSG_SPACE(sizeof(std::uint16_t));  // GSO size
+// A GSO train: at most 64 segments (UDP_MAX_SEGMENTS on older kernels) in one IPv4 datagram.
+constexpr std::size_t kMaxSegments = 64;
+constexpr std::size_t kMaxTrainBytes = 65507;
+
+bool same_destination(const sockaddr_in& a, const sockaddr_in& b) {
+  return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
+}
+
+bool environment_says(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
 }  // namespace
+
+SocketOptions SocketOptions::from_environment() {
+  return {.send_trains = !environment_says("ATP_NO_GSO"),
+          .receive_trains = environment_says("ATP_UDP_GRO")};
+}
 
 ReceiveBatch::ReceiveBatch(std::size_t capacity, std::size_t max_bytes)
     : buffers_(capacity, std::vector<std::uint8_t>(max_bytes)), addresses_(capacity),
-      controls_(capacity, std::vector<std::uint8_t>(kControlBytes)),
-      congestion_experienced_(capacity), iovecs_(capacity), headers_(capacity),
-      lengths_(capacity) {
+      controls_(capacity, std::vector<std::uint8_t>(kReceiveControlBytes)),
+      congestion_experienced_(capacity), iovecs_(capacity), headers_(capacity) {
   for (std::size_t i = 0; i < capacity; ++i) {
     iovecs_[i] = {buffers_[i].data(), max_bytes};
     headers_[i] = {};
@@ -29,14 +50,28 @@ ReceiveBatch::ReceiveBatch(std::size_t capacity, std::size_t max_bytes)
     headers_[i].msg_hdr.msg_iovlen = 1;
     headers_[i].msg_hdr.msg_name = &addresses_[i];
   }
+  datagrams_.reserve(capacity);
 }
 
-void ReceiveBatch::read_ecn(std::size_t i) {
-  msghdr& m = headers_[i].msg_hdr;
+void ReceiveBatch::unpack(std::size_t m, std::size_t length) {
+  msghdr& h = headers_[m].msg_hdr;
   std::uint8_t tos = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c))
+  int segment = 0;  // a GRO train's datagram size (the last may be shorter)
+  for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
     if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
-  congestion_experienced_[i] = (tos & kEcnMask) == kCe;
+    if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO)
+      std::memcpy(&segment, CMSG_DATA(c), sizeof segment);
+  }
+  congestion_experienced_[m] = (tos & kEcnMask) == kCe;
+  const auto message = static_cast<std::uint32_t>(m);
+  if (segment <= 0 || static_cast<std::size_t>(segment) >= length) {
+    datagrams_.push_back({message, 0, static_cast<std::uint32_t>(length)});
+    return;
+  }
+  for (std::size_t offset = 0; offset < length; offset += static_cast<std::size_t>(segment)) {
+    const std::size_t size = std::min<std::size_t>(static_cast<std::size_t>(segment), length - offset);
+    datagrams_.push_back({message, static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(size)});
+  }
 }
 
 void SendBatch::add(const Endpoint& to, std::span<const std::uint8_t> bytes) {
@@ -49,7 +84,7 @@ void SendBatch::add(const Endpoint& to, std::span<const std::uint8_t> bytes) {
   ++count_;
 }
 
-UdpSocket::UdpSocket(const Endpoint& local) {
+UdpSocket::UdpSocket(const Endpoint& local, SocketOptions options) {
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "socket");
   const int buffer = 8 << 20;  // room for bursts of a whole window from many workers
@@ -60,6 +95,10 @@ UdpSocket::UdpSocket(const Endpoint& local) {
   const int ect0 = kEct0, on = 1;
   ::setsockopt(fd_, IPPROTO_IP, IP_TOS, &ect0, sizeof ect0);
   ::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &on, sizeof on);
+  // Trains out (GSO), and in (GRO) if asked: a kernel without UDP_GRO just delivers datagrams
+  // one by one.
+  gso_ = options.send_trains;
+  if (options.receive_trains) ::setsockopt(fd_, SOL_UDP, UDP_GRO, &on, sizeof on);
   const sockaddr_in a = local.sockaddr();
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
     const int e = errno;
@@ -94,20 +133,58 @@ std::size_t UdpSocket::receive(ReceiveBatch& batch) {
     m.msg_controllen = batch.controls_[i].size();
   }
   ++counters_.receive_calls;
+  batch.datagrams_.clear();
   const int n = ::recvmmsg(fd_, batch.headers_.data(), static_cast<unsigned>(batch.headers_.size()),
                            MSG_DONTWAIT, nullptr);
-  if (n <= 0) {
-    batch.count_ = 0;
-    return 0;
-  }
   for (int i = 0; i < n; ++i) {
-    batch.lengths_[i] = batch.headers_[i].msg_len;
-    batch.read_ecn(static_cast<std::size_t>(i));
-    counters_.congestion_experienced += batch.congestion_experienced_[i];
+    const std::size_t before = batch.datagrams_.size();
+    batch.unpack(static_cast<std::size_t>(i), batch.headers_[i].msg_len);
+    const std::size_t datagrams = batch.datagrams_.size() - before;
+    counters_.trains_received += datagrams > 1;
+    if (batch.congestion_experienced_[i]) counters_.congestion_experienced += datagrams;
   }
-  batch.count_ = static_cast<std::size_t>(n);
-  counters_.received += batch.count_;
-  return batch.count_;
+  counters_.received += batch.datagrams_.size();
+  return batch.datagrams_.size();
+}
+
+// Plans sendmmsg messages for the datagrams from `from` on: a run of consecutive datagrams to
+// one destination, all as long as the first but the last (which may be shorter), becomes one
+// GSO train. Returns the number of messages; segments_[m] says how many datagrams each holds.
+std::size_t UdpSocket::plan_messages(SendBatch& batch, std::size_t from) {
+  const std::size_t n = batch.count_;
+  std::size_t messages = 0;
+  for (std::size_t i = from; i < n; ++messages) {
+    const std::size_t size = batch.buffers_[i].size();
+    std::size_t j = i + 1, total = size;
+    while (gso_ && j < n && j - i < kMaxSegments &&
+           same_destination(batch.addresses_[j], batch.addresses_[i])) {
+      const std::size_t next = batch.buffers_[j].size();
+      if (next > size || next == 0 || total + next > kMaxTrainBytes) break;
+      total += next;
+      ++j;
+      if (next < size) break;  // only a train's last datagram may be shorter
+    }
+    mmsghdr& h = headers_[messages];
+    h = {};
+    h.msg_hdr.msg_iov = &iovecs_[i];
+    h.msg_hdr.msg_iovlen = j - i;
+    h.msg_hdr.msg_name = &batch.addresses_[i];
+    h.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    if (j - i > 1) {
+      std::vector<std::uint8_t>& control = controls_[messages];
+      h.msg_hdr.msg_control = control.data();
+      h.msg_hdr.msg_controllen = control.size();
+      cmsghdr* c = CMSG_FIRSTHDR(&h.msg_hdr);
+      c->cmsg_level = SOL_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+      const auto segment = static_cast<std::uint16_t>(size);
+      std::memcpy(CMSG_DATA(c), &segment, sizeof segment);
+    }
+    segments_[messages] = j - i;
+    i = j;
+  }
+  return messages;
 }
 
 void UdpSocket::send(SendBatch& batch) {
@@ -115,36 +192,48 @@ void UdpSocket::send(SendBatch& batch) {
   if (headers_.size() < n) {
     headers_.resize(n);
     iovecs_.resize(n);
+    controls_.resize(n, std::vector<std::uint8_t>(kSendControlBytes));
+    segments_.resize(n);
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    iovecs_[i] = {batch.buffers_[i].data(), batch.buffers_[i].size()};
-    headers_[i] = {};
-    headers_[i].msg_hdr.msg_iov = &iovecs_[i];
-    headers_[i].msg_hdr.msg_iovlen = 1;
-    headers_[i].msg_hdr.msg_name = &batch.addresses_[i];
-    headers_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-  }
+  for (std::size_t i = 0; i < n; ++i) iovecs_[i] = {batch.buffers_[i].data(), batch.buffers_[i].size()};
   std::size_t done = 0;
   while (done < n) {
-    ++counters_.send_calls;
-    const int sent = ::sendmmsg(fd_, headers_.data() + done, static_cast<unsigned>(n - done), 0);
-    if (sent > 0) {
-      done += static_cast<std::size_t>(sent);
-      continue;
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
-      pollfd p{fd_, POLLOUT, 0};
-      ::poll(&p, 1, 10);
-      continue;
-    }
-    if (errno == EINTR) continue;
-    // An unreachable peer (ECONNREFUSED from an earlier ICMP) or similar: this datagram is
-    // lost like any other; loss recovery handles it.
-    ++counters_.send_failures;
-    ++done;
+    const std::size_t messages = plan_messages(batch, done);
+    done += send_messages(messages);
   }
   counters_.sent += n;
   batch.clear();
+}
+
+// One sendmmsg of the planned messages; returns the datagrams it disposed of (sent, or lost
+// to an error), 0 when it must be retried.
+std::size_t UdpSocket::send_messages(std::size_t messages) {
+  ++counters_.send_calls;
+  const int sent = ::sendmmsg(fd_, headers_.data(), static_cast<unsigned>(messages), 0);
+  if (sent > 0) {
+    std::size_t datagrams = 0;
+    for (int m = 0; m < sent; ++m) {
+      datagrams += segments_[m];
+      counters_.trains_sent += segments_[m] > 1;
+    }
+    return datagrams;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+    pollfd p{fd_, POLLOUT, 0};
+    ::poll(&p, 1, 10);
+    return 0;
+  }
+  if (errno == EINTR) return 0;
+  // A train the kernel or the path refuses (no GSO, or a datagram beyond the path MTU): send
+  // one datagram per message from now on.
+  if (segments_[0] > 1 && (errno == EINVAL || errno == EIO || errno == EOPNOTSUPP)) {
+    gso_ = false;
+    return 0;
+  }
+  // An unreachable peer (ECONNREFUSED from an earlier ICMP) or similar: this datagram is
+  // lost like any other; loss recovery handles it.
+  counters_.send_failures += segments_[0];
+  return segments_[0];
 }
 
 }  // namespace atp::runtime

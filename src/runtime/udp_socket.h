@@ -1,7 +1,9 @@
 #pragma once
 // A non-blocking UDP socket that moves datagrams in batches (recvmmsg / sendmmsg): one system
-// call per batch, not per packet. Everything it sends is ECN-capable (ECT(0)), and it reports
-// which datagrams arrived marked Congestion Experienced (RFC 3168), so a queue on the path that
+// call per batch, not per packet. Consecutive datagrams to one destination leave as one UDP GSO
+// train (UDP_SEGMENT): one trip through the socket layer for up to 64 datagrams, each still its
+// own datagram on the wire and to the engines; optionally trains arrive whole (UDP_GRO). Everything it sends is ECN-capable (ECT(0)), and it reports which
+// datagrams arrived marked Congestion Experienced (RFC 3168), so a queue on the path that
 // marks instead of dropping reaches the protocol (docs/engines.md, "ECN on real packets").
 #include <sys/socket.h>
 
@@ -13,28 +15,37 @@
 
 namespace atp::runtime {
 
-// Receive buffers for up to `capacity` datagrams of up to `max_bytes` each, reused per call.
+// Receive buffers for up to `capacity` messages of up to `max_bytes` each (a GRO train fills
+// up to 64 KiB), reused per call; indexed by datagram, a train's segments one by one.
 class ReceiveBatch {
  public:
   ReceiveBatch(std::size_t capacity, std::size_t max_bytes);
-  std::size_t size() const { return count_; }
-  std::span<std::uint8_t> packet(std::size_t i) { return {buffers_[i].data(), lengths_[i]}; }
-  Endpoint from(std::size_t i) const { return Endpoint::from(addresses_[i]); }
+  std::size_t size() const { return datagrams_.size(); }
+  std::span<std::uint8_t> packet(std::size_t i) {
+    const Datagram& d = datagrams_[i];
+    return {buffers_[d.message].data() + d.offset, d.length};
+  }
+  Endpoint from(std::size_t i) const { return Endpoint::from(addresses_[datagrams_[i].message]); }
   // The IP header's ECN field said CE: a queue on the way was congested.
-  bool congestion_experienced(std::size_t i) const { return congestion_experienced_[i] != 0; }
+  bool congestion_experienced(std::size_t i) const {
+    return congestion_experienced_[datagrams_[i].message] != 0;
+  }
 
  private:
   friend class UdpSocket;
-  void read_ecn(std::size_t i);
+  struct Datagram {
+    std::uint32_t message, offset, length;
+  };
+  // Reads message m's control data (TOS, GRO segment size) and lists its datagrams.
+  void unpack(std::size_t m, std::size_t length);
 
   std::vector<std::vector<std::uint8_t>> buffers_;
   std::vector<sockaddr_in> addresses_;
-  std::vector<std::vector<std::uint8_t>> controls_;  // ancillary data: the received TOS byte
+  std::vector<std::vector<std::uint8_t>> controls_;  // ancillary data per message
   std::vector<std::uint8_t> congestion_experienced_;
   std::vector<iovec> iovecs_;
   std::vector<mmsghdr> headers_;
-  std::vector<std::size_t> lengths_;
-  std::size_t count_ = 0;
+  std::vector<Datagram> datagrams_;
 };
 
 // Datagrams queued for one sendmmsg; bytes are copied in so callers may reuse their buffers.
@@ -54,6 +65,8 @@ class SendBatch {
 struct SocketCounters {
   std::uint64_t received = 0, sent = 0, send_failures = 0, receive_calls = 0, send_calls = 0;
   std::uint64_t congestion_experienced = 0;  // datagrams received with CE
+  std::uint64_t trains_sent = 0;      // messages of more than one datagram (UDP GSO)
+  std::uint64_t trains_received = 0;  // messages the kernel coalesced (UDP GRO)
 };
 
 // Bytes the kernel holds for the socket (SO_MEMINFO, buffer sizes as the kernel charges them):
@@ -63,10 +76,20 @@ struct SocketBacklog {
   std::uint32_t receive = 0, send = 0;
 };
 
+struct SocketOptions {
+  // UDP GSO on send. ATP_NO_GSO=1 turns it off (to measure what it buys).
+  bool send_trains = true;
+  // UDP GRO on receive, ATP_UDP_GRO=1. Off by default: on shaped veth links it slowed the
+  // incast benchmark from 40 to 22 Mbit/s (docs/performance.md), on loopback it helps.
+  bool receive_trains = false;
+  static SocketOptions from_environment();
+};
+
 class UdpSocket {
  public:
   // Binds (port 0: any free port). Throws std::system_error with the address in the message.
-  explicit UdpSocket(const Endpoint& local);
+  explicit UdpSocket(const Endpoint& local,
+                     SocketOptions options = SocketOptions::from_environment());
   ~UdpSocket();
   UdpSocket(const UdpSocket&) = delete;
   UdpSocket& operator=(const UdpSocket&) = delete;
@@ -80,11 +103,20 @@ class UdpSocket {
   void send(SendBatch& batch);
   const SocketCounters& counters() const { return counters_; }
   SocketBacklog backlog() const;
+  // Whether sends still use UDP GSO: off if asked, or once the kernel refused a train (then
+  // datagrams go one per message).
+  bool gso() const { return gso_; }
 
  private:
+  std::size_t plan_messages(SendBatch& batch, std::size_t from);
+  std::size_t send_messages(std::size_t count);
+
   int fd_ = -1;
+  bool gso_ = true;
   std::vector<mmsghdr> headers_;
   std::vector<iovec> iovecs_;
+  std::vector<std::vector<std::uint8_t>> controls_;  // the UDP_SEGMENT size per message
+  std::vector<std::size_t> segments_;                // datagrams per planned message
   SocketCounters counters_;
 };
 
