@@ -105,11 +105,13 @@ TEST(ClusterConfig, EcnSettingsReachTheSwitchAndTheWorkers) {
   runtime::AddressBook book;
   const auto defaults = ClusterConfig::parse(std::string(kSwitch) + kPs + job);
   EXPECT_EQ(defaults.switch_named("r").ecn_backlog_bytes, 128u << 10);
+  EXPECT_EQ(defaults.switch_named("r").ecn_receive_backlog_bytes, 1u << 20);
   EXPECT_TRUE(defaults.worker_config(1, 0, book).congestion_control);
   EXPECT_EQ(defaults.worker_config(1, 0, book).initial_window, 16u);
-  const auto set = ClusterConfig::parse(std::string(kSwitch) + "ecn_backlog_bytes = 0\n" + kPs +
+  const auto set = ClusterConfig::parse(std::string(kSwitch) + "ecn_backlog_bytes = 0\necn_receive_backlog_bytes = 7\n" + kPs +
                                         job + "congestion_control = false\ninitial_window = 0\n");
   EXPECT_EQ(set.switch_named("r").ecn_backlog_bytes, 0u);
+  EXPECT_EQ(set.switch_named("r").ecn_receive_backlog_bytes, 7u);
   EXPECT_FALSE(set.worker_config(1, 0, book).congestion_control);
   EXPECT_EQ(set.worker_config(1, 0, book).initial_window, 0u);
 }

@@ -233,6 +233,8 @@ def cluster_file(topo, args, policy):
               f"values_per_aggregator = {values_per_packet}"]
     if args.ecn_backlog_kb is not None:
         common.append(f"ecn_backlog_bytes = {int(args.ecn_backlog_kb * 1024)}")
+    if args.ecn_receive_backlog_kb is not None:
+        common.append(f"ecn_receive_backlog_bytes = {int(args.ecn_receive_backlog_kb * 1024)}")
     lines = []
     for r in range(topo.racks):
         lines += ["[[switch]]", f'name = "rack{r}"',
@@ -429,7 +431,8 @@ def run_point(args, systems, progress=None):
               "aggregators": args.aggregators, "window": args.window,
               "values_per_packet": args.values_per_packet, "wire_ceiling_gbps": ceiling,
               "kernel_ecn_qdisc": topo.ecn_qdisc or None, "ce_mark": args.ce_mark,
-              "ecn_backlog_kb": args.ecn_backlog_kb, "congestion_control": not args.no_congestion_control,
+              "ecn_backlog_kb": args.ecn_backlog_kb,
+              "ecn_receive_backlog_kb": args.ecn_receive_backlog_kb, "congestion_control": not args.no_congestion_control,
               "tcp_flow": args.tcp_flow, "systems": results}
     if "atp" in results:
         atp = results["atp"]["mean_job_algbw_gbps"]
@@ -456,10 +459,13 @@ def print_record(rec):
           f"{rec['rate_mbit']} Mbit/s  {size_text(rec['floats'] * 4)}  loss {rec['loss']}  "
           f"(ATP wire ceiling {rec['wire_ceiling_gbps']:.3f} Gbit/s)")
     if rec.get("switch") == "software":
-        backlog = rec.get("ecn_backlog_kb")
+        sent, received = rec.get("ecn_backlog_kb"), rec.get("ecn_receive_backlog_kb")
+        sent = 128 if sent is None else sent
+        received = 1024 if received is None else received
         print(f"  ECN: marking qdisc under the shapers: {rec.get('kernel_ecn_qdisc') or 'none (not in this kernel)'};"
-              + (" switches never mark from backlog" if backlog == 0 else
-                 f" switches mark at a backlog of {128 if backlog is None else backlog:g} KiB")
+              + (" switches never mark from backlog" if sent == received == 0 else
+                 f" switches mark at a backlog of {sent:g} KiB sent, {received:g} KiB received"
+                 " (0: never)")
               + (f"; iptables marks CE on {rec['ce_mark']:g} of what enters them" if rec.get("ce_mark") else "")
               + ("" if rec.get("congestion_control", True) else "; workers' congestion control OFF"))
     for system, r in rec["systems"].items():
@@ -518,6 +524,9 @@ def add_common(p, sweep):
     p.add_argument("--ecn-backlog-kb", type=float, default=None,
                    help="software switches mark ECN while their socket's kernel backlog exceeds "
                         "this (KiB; 0: never; default: the cluster file's, 128)")
+    p.add_argument("--ecn-receive-backlog-kb", type=float, default=None,
+                   help="... and while what they received and have not read exceeds this (KiB; "
+                        "0: never; default: the cluster file's, 1024)")
     p.add_argument("--no-congestion-control", action="store_true",
                    help="ATP workers keep their window at its ceiling (the incast baseline)")
     p.add_argument("--ce-mark", type=float, default=0.0,
@@ -636,9 +645,9 @@ def main(argv=None):
         parser.error("--tcp-flow needs iperf3 (scripts/setup.sh installs it)")
     if args.switch == "bmv2":
         from . import bmv2
-        if args.ce_mark or args.ecn_backlog_kb is not None:
-            parser.error("--ce-mark and --ecn-backlog-kb act on software switches (BMv2 marks from "
-                         "its own queue depth)")
+        if args.ce_mark or args.ecn_backlog_kb is not None or args.ecn_receive_backlog_kb is not None:
+            parser.error("--ce-mark and --ecn-*backlog-kb act on software switches (BMv2 marks "
+                         "from its own queue depth)")
         if "gloo" in systems:
             parser.error("--switch bmv2 runs ATP systems only (the P4 switches route nothing else)")
         missing = bmv2.tools_missing()

@@ -159,6 +159,8 @@ SwitchSpec parse_switch(const toml::table& t, const std::string& origin) {
     fail(where, "needs at least one aggregator per thread");
   if (std::uint32_t{s.address.port} + s.threads > 65536) fail(where, "ports beyond 65535");
   s.ecn_backlog_bytes = number<std::uint32_t>(t, "ecn_backlog_bytes", s.ecn_backlog_bytes, where);
+  s.ecn_receive_backlog_bytes =
+      number<std::uint32_t>(t, "ecn_receive_backlog_bytes", s.ecn_receive_backlog_bytes, where);
   s.p4 = parse_p4_wiring(t, where);
   return s;
 }

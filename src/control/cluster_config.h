@@ -42,12 +42,15 @@ struct SwitchSpec {
   // Cores: each thread serves its own UDP port (address port + i), its own share of the pool
   // and its own jobs (those whose id mod threads is i).
   unsigned threads = 1;
-  // A software switch marks what it sends (ECN) while the kernel holds more than this many
-  // bytes for its socket, received and unread or sent and still queued at the egress device
-  // (the P4 program marks from its egress queue's depth instead). 0: never mark from backlog.
-  // Kernel bytes, about twice the wire bytes for ATP's datagrams. 128 KiB: measured against a
-  // TCP flow and under incast (docs/benchmarks.md); 32-64 KiB cede most of a link to TCP.
+  // A software switch marks what it sends (ECN) while the kernel holds more than
+  // `ecn_backlog_bytes` of what it sent for its socket (still queued at the egress device) or
+  // more than `ecn_receive_backlog_bytes` received and unread (its CPU cannot keep up); the P4
+  // program marks from its egress queue's depth instead. 0: never. Kernel bytes, about twice
+  // the wire bytes for ATP's datagrams. Measured in docs/benchmarks.md: 32-64 KiB of egress
+  // cede most of a link to a TCP flow; receive thresholds near the egress one mark a busy
+  // host's scheduling gaps.
   std::uint32_t ecn_backlog_bytes = 128 << 10;
+  std::uint32_t ecn_receive_backlog_bytes = 1 << 20;
   P4Wiring p4;  // keys `mac` and `ports`; empty for a software switch
 };
 

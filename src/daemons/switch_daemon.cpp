@@ -1,7 +1,5 @@
 #include "daemons/switch_daemon.h"
 
-#include <algorithm>
-
 namespace atp::daemons {
 
 namespace {
@@ -11,7 +9,8 @@ constexpr engines::Port kStrangerPort = 0xFFFF;
 
 SwitchDaemon::SwitchDaemon(const control::ClusterConfig& config, const std::string& name)
     : name_(name), address_(config.switch_named(name).address),
-      ecn_backlog_bytes_(config.switch_named(name).ecn_backlog_bytes) {
+      ecn_backlog_bytes_(config.switch_named(name).ecn_backlog_bytes),
+      ecn_receive_backlog_bytes_(config.switch_named(name).ecn_receive_backlog_bytes) {
   const unsigned threads = config.switch_named(name).threads;
   for (unsigned t = 0; t < threads; ++t) {
     runtime::Endpoint port = address_;
@@ -49,13 +48,13 @@ void SwitchDaemon::attach(runtime::EventLoop& loop) {
 // Congestion, as the P4 program sees it in its egress queue's depth: here the bytes the kernel
 // holds for this shard's socket, sent and still queued at an egress device (a link is the
 // bottleneck), or received and unread (the switch's CPU is). Per socket, not per port: one
-// deep queue marks all that leaves in this batch. Measured (docs/benchmarks.md): without the
-// receive side the CPU-bound incast run fell from 40 to 20 Mbit/s (its switch queue's delay
-// spikes set off resends); with it a 200 Mbit/s run keeps 0.7-0.8 of its wire ceiling, not 0.85.
+// deep queue marks all that leaves in this batch. The receive side has its own, higher
+// threshold: on a shared host the switch is descheduled for milliseconds now and then, and
+// marking those gaps held a 200 Mbit/s job to 0.7-0.8 of its wire ceiling (docs/benchmarks.md).
 bool SwitchDaemon::congested(const Shard& s) const {
-  if (ecn_backlog_bytes_ == 0) return false;
   const runtime::SocketBacklog b = s.socket.backlog();
-  return std::max(b.receive, b.send) > ecn_backlog_bytes_;
+  return (ecn_backlog_bytes_ > 0 && b.send > ecn_backlog_bytes_) ||
+         (ecn_receive_backlog_bytes_ > 0 && b.receive > ecn_receive_backlog_bytes_);
 }
 
 void SwitchDaemon::on_readable(Shard& s) {

@@ -62,7 +62,7 @@ class SwitchDaemon {
 
   std::string name_;
   runtime::Endpoint address_;
-  std::uint32_t ecn_backlog_bytes_;
+  std::uint32_t ecn_backlog_bytes_, ecn_receive_backlog_bytes_;
   std::vector<std::unique_ptr<Shard>> shards_;
 };
 

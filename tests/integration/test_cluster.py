@@ -68,9 +68,10 @@ class ClusterSmoke(unittest.TestCase):
         # The switches' own backlog marking is off, so marks can only come from the IP header:
         # iptables (TOS) sets CE on packets entering the switch namespaces; the switch daemon
         # reads it (IP_RECVTOS), keeps it in the aggregator, the PS copies it into the result.
-        quiet = self.run_atp("--ecn-backlog-kb", "0")
+        off = ("--ecn-backlog-kb", "0", "--ecn-receive-backlog-kb", "0")
+        quiet = self.run_atp(*off)
         self.assertEqual((quiet["ecn_marks"], quiet["window_cuts"]), (0, 0), quiet)
-        marked = self.run_atp("--ecn-backlog-kb", "0", "--ce-mark", "0.05")
+        marked = self.run_atp(*off, "--ce-mark", "0.05")
         self.assertTrue(marked["exact"], marked)
         for w in marked["jobs"][0]["workers"]:
             self.assertGreater(w["ecn_marks"], 0, w)
