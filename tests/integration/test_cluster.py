@@ -78,6 +78,13 @@ class ClusterSmoke(unittest.TestCase):
             self.assertGreater(w["window_cuts"], 0, w)
         self.assertEqual(marked["qdisc_drops"], 0)  # marked, not dropped
 
+    def test_unchecked_workers_count_when_they_finish_and_say_so(self):
+        unchecked = self.run_atp("--no-verify")  # run_atp requires exit code 0
+        self.assertFalse(unchecked["exact"])
+        self.assertTrue(unchecked["ok"])
+        self.assertFalse(unchecked["checked"])
+        self.assertGreater(unchecked["mean_job_algbw_gbps"], 0)
+
     def test_a_failed_run_still_tears_the_namespaces_down(self):
         run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--floats", "1000",
                               "--systems", "atp", "--aggregators", "0"],
