@@ -150,19 +150,23 @@ TEST(UdpSocket, ARunToOneDestinationLeavesAsOneTrainOfSeparateDatagrams) {
   EXPECT_EQ(sender.counters().sent, 20u);
 }
 
-TEST(UdpSocket, AlternatingDestinationsAndLongerDatagramsBreakTrains) {
+TEST(UdpSocket, DatagramsGroupByDestinationInOrderAndALongerOneStartsANewTrain) {
   UdpSocket sender(kAny, {.send_trains = true}), a(kAny), b(kAny);
   SendBatch batch;
-  const std::uint8_t small[100] = {}, big[200] = {};
-  batch.add(a.local(), small);
-  batch.add(b.local(), small);  // another destination
-  batch.add(a.local(), small);
-  batch.add(a.local(), big);  // longer than the train's first: a new train
-  batch.add(a.local(), big);
+  const std::vector<std::uint8_t> small1(100, 1), small2(100, 2), small3(100, 3), big4(200, 4),
+      big5(200, 5);
+  batch.add(a.local(), small1);
+  batch.add(b.local(), small2);  // another destination: a's datagrams still group
+  batch.add(a.local(), small3);
+  batch.add(a.local(), big4);  // longer than the train's first: a new train
+  batch.add(a.local(), big5);
   sender.send(batch);
   EXPECT_EQ(sender.counters().sent, 5u);
-  EXPECT_EQ(sender.counters().trains_sent, sender.gso() ? 1u : 0u);
-  EXPECT_EQ(receive_all(a, 4).size(), 4u);
+  EXPECT_EQ(sender.counters().trains_sent, sender.gso() ? 2u : 0u);
+  const auto at_a = receive_all(a, 4);
+  ASSERT_EQ(at_a.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i)  // each destination's datagrams in the order added
+    EXPECT_EQ(at_a[i][0], std::vector<int>({1, 3, 4, 5})[i]);
   EXPECT_EQ(receive_all(b, 1).size(), 1u);
 }
 

@@ -147,18 +147,51 @@ std::size_t UdpSocket::receive(ReceiveBatch& batch) {
   return batch.datagrams_.size();
 }
 
-// Plans sendmmsg messages for the datagrams from `from` on: a run of consecutive datagrams to
-// one destination, all as long as the first but the last (which may be shorter), becomes one
-// GSO train. Returns the number of messages; segments_[m] says how many datagrams each holds.
+// The order datagrams leave in: grouped by destination, each destination's in the order they
+// were added (a switch's multicast fan-out alternates destinations; grouped, each worker's
+// results form trains). Order across destinations means nothing to UDP. Without GSO, or with
+// more destinations than a batch is worth grouping, as added.
+void UdpSocket::order_by_destination(const SendBatch& batch) {
+  const std::size_t n = batch.count_;
+  order_.resize(n);
+  destinations_.clear();
+  std::vector<std::size_t>& group = group_of_;  // datagram -> its destination's index
+  group.resize(n);
+  for (std::size_t i = 0; gso_ && i < n && destinations_.size() <= kMaxSegments; ++i) {
+    std::size_t d = 0;
+    while (d < destinations_.size() && !same_destination(batch.addresses_[destinations_[d].first],
+                                                         batch.addresses_[i]))
+      ++d;
+    if (d == destinations_.size()) destinations_.push_back({i, 0});
+    ++destinations_[d].second;
+    group[i] = d;
+  }
+  if (!gso_ || destinations_.size() > kMaxSegments) {
+    for (std::size_t i = 0; i < n; ++i) order_[i] = i;
+    return;
+  }
+  std::size_t position = 0;  // a destination's count becomes its next free position
+  for (auto& [first, count] : destinations_) {
+    const std::size_t datagrams = count;
+    count = position;
+    position += datagrams;
+  }
+  for (std::size_t i = 0; i < n; ++i) order_[destinations_[group[i]].second++] = i;
+}
+
+// Plans sendmmsg messages for the datagrams from position `from` on (in `order_`): a run of
+// datagrams to one destination, all as long as the first but the last (which may be shorter),
+// becomes one GSO train. Returns the number of messages; segments_[m] says how many datagrams
+// each holds.
 std::size_t UdpSocket::plan_messages(SendBatch& batch, std::size_t from) {
   const std::size_t n = batch.count_;
   std::size_t messages = 0;
   for (std::size_t i = from; i < n; ++messages) {
-    const std::size_t size = batch.buffers_[i].size();
+    const std::size_t size = iovecs_[i].iov_len;
     std::size_t j = i + 1, total = size;
     while (gso_ && j < n && j - i < kMaxSegments &&
-           same_destination(batch.addresses_[j], batch.addresses_[i])) {
-      const std::size_t next = batch.buffers_[j].size();
+           same_destination(batch.addresses_[order_[j]], batch.addresses_[order_[i]])) {
+      const std::size_t next = iovecs_[j].iov_len;
       if (next > size || next == 0 || total + next > kMaxTrainBytes) break;
       total += next;
       ++j;
@@ -168,7 +201,7 @@ std::size_t UdpSocket::plan_messages(SendBatch& batch, std::size_t from) {
     h = {};
     h.msg_hdr.msg_iov = &iovecs_[i];
     h.msg_hdr.msg_iovlen = j - i;
-    h.msg_hdr.msg_name = &batch.addresses_[i];
+    h.msg_hdr.msg_name = &batch.addresses_[order_[i]];
     h.msg_hdr.msg_namelen = sizeof(sockaddr_in);
     if (j - i > 1) {
       std::vector<std::uint8_t>& control = controls_[messages];
@@ -195,7 +228,11 @@ void UdpSocket::send(SendBatch& batch) {
     controls_.resize(n, std::vector<std::uint8_t>(kSendControlBytes));
     segments_.resize(n);
   }
-  for (std::size_t i = 0; i < n; ++i) iovecs_[i] = {batch.buffers_[i].data(), batch.buffers_[i].size()};
+  order_by_destination(batch);
+  for (std::size_t p = 0; p < n; ++p) {
+    auto& bytes = batch.buffers_[order_[p]];
+    iovecs_[p] = {bytes.data(), bytes.size()};
+  }
   std::size_t done = 0;
   while (done < n) {
     const std::size_t messages = plan_messages(batch, done);

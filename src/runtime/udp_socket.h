@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "runtime/endpoint.h"
@@ -108,6 +109,7 @@ class UdpSocket {
   bool gso() const { return gso_; }
 
  private:
+  void order_by_destination(const SendBatch& batch);
   std::size_t plan_messages(SendBatch& batch, std::size_t from);
   std::size_t send_messages(std::size_t count);
 
@@ -117,6 +119,9 @@ class UdpSocket {
   std::vector<iovec> iovecs_;
   std::vector<std::vector<std::uint8_t>> controls_;  // the UDP_SEGMENT size per message
   std::vector<std::size_t> segments_;                // datagrams per planned message
+  std::vector<std::size_t> order_;                   // position -> datagram
+  std::vector<std::size_t> group_of_;                // datagram -> destination index
+  std::vector<std::pair<std::size_t, std::size_t>> destinations_;  // first datagram, count
   SocketCounters counters_;
 };
 
