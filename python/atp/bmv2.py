@@ -225,6 +225,10 @@ class Bmv2Topology(Topology):
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         self.link(ns, "eth0", switch_ns, port)
+        # A host's NIC cuts its UDP GSO trains into datagrams (USO), so a switch port only ever
+        # sees wire-size frames; a veth would hand simple_switch the whole train as one frame.
+        # One segment per GSO packet at most makes the kernel segment before the veth.
+        sh("ip", "-n", ns, "link", "set", "eth0", "gso_max_segs", "1")
         sh("ip", "-n", ns, "link", "set", "eth0", "address", mac_of(ip, 0))
         sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
         sh("ip", "-n", ns, "route", "add", "default", "via", gateway, "dev", "eth0", "onlink")
