@@ -379,6 +379,7 @@ TEST_F(ParameterServerTest, SuggestsANewAggregatorForASlotThatKeepsColliding) {
   }
   auto results = sent();
   ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(header_of(results[0]).has(flag::kCollision));  // for the aggregator windows
   EXPECT_FALSE(header_of(results[0]).has(flag::kRemap));
   const auto h = header_of(results[1]);
   EXPECT_TRUE(h.has(flag::kRemap));

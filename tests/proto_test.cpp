@@ -144,6 +144,8 @@ INSTANTIATE_TEST_SUITE_P(
                 [](auto& p) { p[1] = flag::kResult | flag::kResend; }},
         BadCase{"result_and_float_request", DecodeError::bad_flags,
                 [](auto& p) { p[1] = flag::kResult | flag::kFloatRequest; }},
+        BadCase{"float_request_and_collision", DecodeError::bad_flags,
+                [](auto& p) { p[1] = flag::kFloatRequest | flag::kCollision; }},
         BadCase{"wrapped_floats", DecodeError::bad_flags,
                 [](auto& p) { p[1] = flag::kWrapped | flag::kFloatPayload; }},
         BadCase{"remap_without_result", DecodeError::bad_flags,

@@ -412,6 +412,34 @@ TEST(CongestionWindowTest, DisabledStaysAtTheCeilingWhateverHappens) {
   EXPECT_EQ(w.decreases(), 0u);
 }
 
+TEST(AggregatorWindowTest, ShrinksWithTheCollidedShareAndGrowsAfterACleanRound) {
+  AggregatorWindow a(8, 64);
+  for (int i = 0; i < 8; ++i) a.on_result(true);  // a whole round collided: F = 1
+  EXPECT_DOUBLE_EQ(a.collided_share(), 1.0 / 16);
+  EXPECT_DOUBLE_EQ(a.value(), 8 * (1 - 1.0 / 32));
+  for (int i = 0; i < 7; ++i) a.on_result(false);
+  EXPECT_DOUBLE_EQ(a.value(), 8 * (1 - 1.0 / 32));  // the round is not over (7 < 7.75)
+  a.on_result(false);
+  EXPECT_DOUBLE_EQ(a.value(), 8 * (1 - 1.0 / 32) + 1);
+  a.cap(5);
+  EXPECT_EQ(a.allowed(), 5u);
+}
+
+TEST_F(WorkerTest, AggregatorWindowFollowsCollidedResultsUnderTheCongestionWindow) {
+  WorkerConfig c = small_config();
+  c.aggregator_window = true;
+  Worker aw(c);
+  std::vector<float> big(8 * 4, 1.0f), result(8 * 4);
+  aw.submit(0, big, result, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 4u);  // initial_window 4
+  for (std::size_t i = 0; i < 4; ++i) aw.on_packet(100, result_for(frags[i], 8, flag::kCollision), out);
+  EXPECT_EQ(aw.stats().collided_results, 4u);
+  EXPECT_LT(aw.aggregator_window(), 4.0);  // a round of collided results
+  EXPECT_EQ(aw.congestion_window(), 8.0);  // the links are fine: slow start to the ceiling
+  EXPECT_EQ(sent().size(), 3u);  // what the aggregator window allows, not the congestion one
+}
+
 TEST_F(WorkerTest, FloatRequestResendsAsFloat32) {
   w.submit(0, input, output, out);
   auto frags = sent();

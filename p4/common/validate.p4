@@ -54,9 +54,8 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
             (KIND_JOINED, _, _, _) : header_bad();
             // result and float request at once
             (KIND_FRAGMENT, FLAG_RESULT | FLAG_FLOAT_REQUEST &&& FLAG_RESULT | FLAG_FLOAT_REQUEST, _, _) : header_bad();
-            // downward with resend or collision
+            // downward with resend, or a float request with collision (a result may carry it)
             (KIND_FRAGMENT, FLAG_RESULT | FLAG_RESEND &&& FLAG_RESULT | FLAG_RESEND, _, _) : header_bad();
-            (KIND_FRAGMENT, FLAG_RESULT | FLAG_COLLISION &&& FLAG_RESULT | FLAG_COLLISION, _, _) : header_bad();
             (KIND_FRAGMENT, FLAG_FLOAT_REQUEST | FLAG_RESEND &&& FLAG_FLOAT_REQUEST | FLAG_RESEND, _, _) : header_bad();
             (KIND_FRAGMENT, FLAG_FLOAT_REQUEST | FLAG_COLLISION &&& FLAG_FLOAT_REQUEST | FLAG_COLLISION, _, _) : header_bad();
             // wrapped floats

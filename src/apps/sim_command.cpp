@@ -48,6 +48,9 @@ void add_sim_command(CLI::App& app) {
                   "Fragments in flight per worker at most (0: --window); below --window the "
                   "slot ring moves on past fragments waiting for recovery")
       ->capture_default_str();
+  cmd->add_flag("--aggregator-window", s.aggregator_window,
+               "Workers also keep an A2TP-style aggregator window: halved by results whose seq "
+               "met a busy aggregator, never above the congestion window");
   cmd->add_option("--window", s.window, "Slots per worker (power of two): seqs outstanding at once")
       ->capture_default_str();
   cmd->add_option("--values-per-packet", s.values_per_packet, "K: int32 values per packet")

@@ -196,6 +196,7 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   j.window = number<std::uint32_t>(t, "window", 64, where);
   j.in_flight = number<std::uint32_t>(t, "in_flight", 0, where);
   j.congestion_control = boolean(t, "congestion_control", true, where);
+  j.aggregator_window = boolean(t, "aggregator_window", false, where);
   j.initial_window = number<std::uint32_t>(t, "initial_window", j.initial_window, where);
   j.values_per_packet = number<std::uint16_t>(t, "values_per_packet", 256, where);
   j.scale = number<float>(t, "scale", 0.0f, where);
@@ -486,6 +487,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.window = job.window;
   c.in_flight = job.in_flight;
   c.congestion_control = job.congestion_control;
+  c.aggregator_window = job.aggregator_window;
   c.initial_window = job.initial_window;
   c.scale = scale_of(job);
   c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());

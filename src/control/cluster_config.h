@@ -69,6 +69,7 @@ struct JobConfig {
   std::uint32_t window = 64;
   std::uint32_t in_flight = 0;  // fragments in flight per worker at most; 0: window
   bool congestion_control = true;  // false: the workers' windows never shrink (a baseline)
+  bool aggregator_window = false;   // the workers' second, collision-driven window (A2TP-style)
   // Fragments in flight when a worker starts, before slow start (0: the ceiling at once). 16:
   // a job starting on a busy link does not overflow its queue in its first round trip
   // (docs/benchmarks.md: the incast run's shaper drops fall from about 500 to 0).

@@ -60,7 +60,9 @@ DecodeError validate_flags(const Header& h) {
   const bool result = h.has(flag::kResult);
   const bool float_request = h.has(flag::kFloatRequest);
   if (result && float_request) return DecodeError::bad_flags;
-  if (h.is_downward() && (h.has(flag::kResend) || h.has(flag::kCollision)))
+  // A result may say that its seq met a busy aggregator (the PS copies `collision` into it);
+  // a float request may not, and nothing downward is a resend.
+  if (h.is_downward() && (h.has(flag::kResend) || (h.has(flag::kCollision) && !result)))
     return DecodeError::bad_flags;
   if (h.has(flag::kWrapped) && h.has(flag::kFloatPayload)) return DecodeError::bad_flags;
   if (h.has(flag::kRemap) && !result) return DecodeError::bad_flags;

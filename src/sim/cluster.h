@@ -23,6 +23,7 @@ struct JobSpec {
   std::vector<std::uint8_t> workers_per_rack;
   std::uint32_t window = 64;
   std::uint32_t in_flight = 0;  // 0: window
+  bool aggregator_window = false;  // the workers' collision-driven second window
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: chosen from the gradients' magnitude and the job's size
   TrainingPlan plan;

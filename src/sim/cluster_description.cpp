@@ -77,6 +77,7 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     c.id = j;
     c.window = job.window;
     c.in_flight = job.in_flight;
+    c.aggregator_window = job.aggregator_window;
     c.values_per_packet = job.values_per_packet;
     c.scale = job.scale;
     c.max_gradient = job.gradients.magnitude;

@@ -28,12 +28,13 @@ std::string Scenario::command_line() const {
   return fmt::format(
       "atp sim {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
       "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} "
-      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}{}",
+      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}{}{}",
       cluster, tensor_bytes, iterations, compute_us, link_gbps, delay_us, loss, reorder,
       duplicate, ecn_threshold, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
       layers.empty() ? "" : " --layers " + layers,
       loss_one_worker > 0 ? fmt::format(" --loss-one-worker {}", loss_one_worker) : "",
-      in_flight > 0 ? fmt::format(" --in-flight {}", in_flight) : "");
+      in_flight > 0 ? fmt::format(" --in-flight {}", in_flight) : "",
+      aggregator_window ? " --aggregator-window" : "");
 }
 
 ClusterSpec to_cluster_spec(const Scenario& s) {
@@ -106,6 +107,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     if (spec.policy == engines::Policy::static_partition && slice > 0)
       job.window = std::min(job.window, std::bit_floor(slice));
     job.in_flight = std::min(s.in_flight, job.window);  // a static slice may cut the window
+    job.aggregator_window = s.aggregator_window;
     job.values_per_packet = s.values_per_packet;
     for (std::uint64_t b : tensors) job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
     job.plan.iterations = s.iterations;

@@ -20,6 +20,7 @@ struct Scenario {
   std::uint32_t aggregators = 1024;
   std::uint32_t window = 64;
   std::uint32_t in_flight = 0;  // fragments in flight per worker at most; 0: window
+  bool aggregator_window = false;  // workers add the collision-driven window (A2TP-style)
   std::uint16_t values_per_packet = 256;
   std::uint64_t tensor_bytes = 1 << 20;
   // Per-layer tensors (bytes each), allreduced one after another each iteration; when set,

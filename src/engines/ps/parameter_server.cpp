@@ -364,6 +364,8 @@ void ParameterServer::send_result(Job& job, Entry& e, std::span<const std::uint8
   h.set(flag::kResult);
   h.set(flag::kFloatPayload, floats);
   h.set(flag::kEcn, e.ecn);
+  // The seq met a busy aggregator on the way: the workers' aggregator windows shrink.
+  h.set(flag::kCollision, e.collided);
   h.value_count = e.value_count;
 
   // A slot whose fragments keep meeting busy aggregators moves to another index.

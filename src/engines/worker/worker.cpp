@@ -45,6 +45,8 @@ Worker::Worker(WorkerConfig config)
       run_(config.run),
       cwnd_(config.initial_window ? config.initial_window : in_flight_limit(config),
             in_flight_limit(config), config.congestion_control),
+      aggregator_window_(config.initial_window ? config.initial_window : in_flight_limit(config),
+                         in_flight_limit(config)),
       rtt_(config.initial_rto, config.min_rto, config.max_rto),
       quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
       ring_(config.window),
@@ -110,10 +112,26 @@ void Worker::on_joined(Time now, const proto::Header& h, Outbox& out) {
   send_new(now, out);
 }
 
+// The congestion window follows ECN marks; the aggregator window (when on) follows collisions
+// and stays under the congestion window.
+void Worker::update_windows(const proto::Header& result) {
+  cwnd_.on_result(result.has(flag::kEcn), result.seq, next_seq_);
+  stats_.window_cuts = cwnd_.decreases();
+  if (result.has(flag::kCollision)) ++stats_.collided_results;
+  if (!config_.aggregator_window) return;
+  aggregator_window_.on_result(result.has(flag::kCollision));
+  aggregator_window_.cap(cwnd_.value());
+}
+
+std::uint32_t Worker::allowed_in_flight() const {
+  if (!config_.aggregator_window) return cwnd_.allowed();
+  return std::min(cwnd_.allowed(), aggregator_window_.allowed());
+}
+
 void Worker::send_new(Time now, Outbox& out) {
   while (!failed() && run_ && next_seq_ != end_seq_ &&
          seq_distance(next_seq_, base_) < static_cast<std::int32_t>(config_.window) &&
-         in_flight_ < cwnd_.allowed()) {
+         in_flight_ < allowed_in_flight()) {
     while (next_seq_ - tensors_[send_cursor_].first_seq >= tensors_[send_cursor_].fragments)
       ++send_cursor_;
     Tensor& t = tensors_[send_cursor_];
@@ -236,8 +254,7 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
   if (!f.rtt_ambiguous) rtt_.sample(now - f.first_sent);
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
-  cwnd_.on_result(h.has(flag::kEcn), h.seq, next_seq_);
-  stats_.window_cuts = cwnd_.decreases();
+  update_windows(h);
   if (h.has(flag::kRemap)) {
     aggregator_of_slot_[h.seq & (config_.window - 1)] = h.remap_index;
     ++stats_.remaps;

@@ -15,6 +15,7 @@
 
 #include "engines/common.h"
 #include "engines/counters.h"
+#include "engines/worker/aggregator_window.h"
 #include "engines/worker/congestion_window.h"
 #include "engines/worker/rtt_estimator.h"
 #include "proto/header.h"
@@ -40,6 +41,10 @@ struct WorkerConfig {
   // false: the window stays at the ceiling whatever ECN marks and timeouts say (the baseline
   // the paper's incast experiment compares with).
   bool congestion_control = true;
+  // A second window, A2TP-style (aggregator_window.h): it shrinks with the share of results
+  // whose seq met a busy aggregator (`collision`), never above the congestion window; the
+  // worker sends within the smaller. Off: the congestion window alone.
+  bool aggregator_window = false;
   float scale = 1 << 16;
   std::uint8_t parameter_servers = 1;
   NodeId uplink = 0;  // the rack switch: the only node results may come from
@@ -72,6 +77,7 @@ enum class AllreduceStatus { pending, done, failed };
   X(duplicate_results, "results for fragments already done")                                \
   X(ecn_marks, "results carrying a congestion mark")                                        \
   X(window_cuts, "congestion window halvings (an ECN mark or a timeout)")                   \
+  X(collided_results, "results whose seq met a busy aggregator")                            \
   X(remaps, "slots moved to another aggregator")                                            \
   X(malformed, "packets that fail decoding")                                                \
   X(forged, "packets with a wrong token, or not from the uplink")
@@ -106,6 +112,7 @@ class Worker {
   const WorkerConfig& config() const { return config_; }
   const WorkerStats& stats() const { return stats_; }
   double congestion_window() const { return cwnd_.value(); }
+  double aggregator_window() const { return aggregator_window_.value(); }
   Duration smoothed_rtt() const { return rtt_.srtt(); }
 
  private:
@@ -136,6 +143,8 @@ class Worker {
   void send_join(Time now, Outbox& out);
   void on_joined(Time now, const proto::Header& h, Outbox& out);
   void send_new(Time now, Outbox& out);
+  void update_windows(const proto::Header& result);
+  std::uint32_t allowed_in_flight() const;
   Duration timeout_for(const Fragment& f, bool resend) const;
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
   void detect_gaps(Time now, const Fragment& acked, Outbox& out);
@@ -150,6 +159,7 @@ class Worker {
   Time join_resend_at_ = 0;
   Duration join_interval_ = 0;  // from initial_rto, doubling up to max_rto (1 s at most)
   CongestionWindow cwnd_;
+  AggregatorWindow aggregator_window_;  // config_.aggregator_window only
   RttEstimator rtt_;
   std::int32_t quant_limit_;  // |quantized value| at most this, or the fragment goes as floats
   std::vector<Fragment> ring_;
