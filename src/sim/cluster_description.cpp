@@ -77,6 +77,9 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     c.id = j;
     c.window = job.window;
     c.in_flight = job.in_flight;
+    // A scenario's workers start at the full window (the engine's default, which every figure
+    // in docs/ was made with); a cluster file's jobs start at its initial_window (default 16).
+    c.initial_window = 0;
     c.aggregator_window = job.aggregator_window;
     c.values_per_packet = job.values_per_packet;
     c.scale = job.scale;
