@@ -106,9 +106,9 @@ class Topology:
 
     SWITCH_PORT = 9000  # where `atp switch` listens
 
-    def __init__(self, racks, hosts_per_rack, servers, rate_mbit, loss=0.0, ce_mark=0.0):
+    def __init__(self, racks, hosts_per_rack, servers, rate_mbit, loss=0.0, ce_mark=0.0, mtu=1500):
         self.racks, self.hosts_per_rack, self.servers = racks, hosts_per_rack, servers
-        self.rate_mbit, self.loss, self.ce_mark = rate_mbit, loss, ce_mark
+        self.rate_mbit, self.loss, self.ce_mark, self.mtu = rate_mbit, loss, ce_mark, mtu
         self.ecn_qdisc = None  # the marking qdisc under the shapers; False: the kernel has none
 
     # Names and addresses.
@@ -159,14 +159,14 @@ class Topology:
         sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
            "netns", ns_b)
         for ns, dev in ((ns_a, dev_a), (ns_b, dev_b)):
-            sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "link", "set", dev, "mtu", str(self.mtu), "up")
             self.shape(ns, dev)
 
     def router(self, ns, bridge_ip):
         sh("ip", "netns", "add", ns)
         sh("ip", "-n", ns, "link", "set", "lo", "up")
         sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-        sh("ip", "-n", ns, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", ns, "link", "add", "br0", "mtu", str(self.mtu), "type", "bridge")
         sh("ip", "-n", ns, "addr", "add", f"{bridge_ip}/24", "dev", "br0")
         sh("ip", "-n", ns, "link", "set", "br0", "up")
 
@@ -415,7 +415,8 @@ def run_point(args, systems, progress=None):
         from .bmv2 import Bmv2Topology as topology
     else:
         topology = Topology
-    topo = topology(args.racks, hosts, args.jobs, args.rate_mbit, args.loss, args.ce_mark)
+    topo = topology(args.racks, hosts, args.jobs, args.rate_mbit, args.loss, args.ce_mark,
+                    args.mtu)
     try:
         topo.build()
         results = {}
@@ -433,7 +434,8 @@ def run_point(args, systems, progress=None):
     record = {"switch": args.switch, "racks": args.racks, "workers": args.workers, "jobs": args.jobs,
               "rate_mbit": args.rate_mbit, "floats": args.floats, "loss": args.loss,
               "aggregators": args.aggregators, "window": args.window,
-              "values_per_packet": args.values_per_packet, "wire_ceiling_gbps": ceiling,
+              "values_per_packet": args.values_per_packet, "mtu": args.mtu,
+              "wire_ceiling_gbps": ceiling,
               "kernel_ecn_qdisc": topo.ecn_qdisc or None, "ce_mark": args.ce_mark,
               "ecn_backlog_kb": args.ecn_backlog_kb,
               "ecn_receive_backlog_kb": args.ecn_receive_backlog_kb, "congestion_control": not args.no_congestion_control,
@@ -526,6 +528,8 @@ def add_common(p, sweep):
                    help="ATP workers idle this long before each allreduce (a training step's "
                         "computation; jobs then contend only part of the time)")
     p.add_argument("--values-per-packet", type=int, default=256, help="K")
+    p.add_argument("--mtu", type=int, default=1500,
+                   help="every link's MTU (9000: jumbo frames, for K up to 1024 in one datagram)")
     p.add_argument("--ecn-backlog-kb", type=float, default=None,
                    help="software switches mark ECN while their socket's kernel backlog exceeds "
                         "this (KiB; 0: never; default: the cluster file's, 128)")
@@ -648,6 +652,11 @@ def main(argv=None):
     add_common(sweep, sweep=True)
     args = parser.parse_args(argv)
     systems = parse_systems(args.systems)
+    if not 1280 <= args.mtu <= 65535:
+        parser.error("--mtu must be 1280..65535")
+    if 4 * args.values_per_packet + HEADER_BYTES - 14 > args.mtu:
+        parser.error(f"--values-per-packet {args.values_per_packet} makes {4 * args.values_per_packet + 72}-byte "
+                     f"IP packets: raise --mtu (jumbo frames: 9000) rather than fragment them")
     if not 0 <= args.ce_mark <= 1:
         parser.error("--ce-mark is a probability: 0..1")
     if args.tcp_flow and shutil.which("iperf3") is None:
