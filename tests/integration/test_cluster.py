@@ -85,6 +85,14 @@ class ClusterSmoke(unittest.TestCase):
         self.assertFalse(unchecked["checked"])
         self.assertGreater(unchecked["mean_job_algbw_gbps"], 0)
 
+    def test_jumbo_frames_carry_k_1024_and_a_k_beyond_the_mtu_is_refused(self):
+        refused = subprocess.run([ATP, "cluster", "run", "--values-per-packet", "1024", "--systems",
+                                  "atp"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(refused.returncode, 2, refused.stderr)
+        self.assertIn("raise --mtu", refused.stderr)
+        jumbo = self.run_atp("--values-per-packet", "1024", "--mtu", "9000")
+        self.assertTrue(jumbo["exact"], jumbo)
+
     def test_a_failed_run_still_tears_the_namespaces_down(self):
         run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--floats", "1000",
                               "--systems", "atp", "--aggregators", "0"],
