@@ -93,12 +93,15 @@ def take_cluster_lock():
     return lock
 
 
-def teardown():
+def cluster_namespaces():
+    """The names of every atpc-* network namespace that exists now."""
     listing = sh("ip", "netns", "list", check=False).stdout.split("\n")
-    for line in listing:
-        name = line.split(" ")[0]
-        if name.startswith(PREFIX):
-            sh("ip", "netns", "del", name, check=False)
+    return [line.split(" ")[0] for line in listing if line.startswith(PREFIX)]
+
+
+def teardown():
+    for name in cluster_namespaces():
+        sh("ip", "netns", "del", name, check=False)
 
 
 class Topology:
@@ -206,10 +209,6 @@ class Topology:
                    "--probability", str(self.ce_mark), "-j", "TOS", "--set-tos", "0x03/0x03")
         return self
 
-    def namespaces(self):
-        listing = sh("ip", "netns", "list", check=False).stdout.split("\n")
-        return [line.split(" ")[0] for line in listing if line.startswith(PREFIX)]
-
     @staticmethod
     def spawn(ns, cmd, log):
         return subprocess.Popen(["ip", "netns", "exec", ns] + cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -310,7 +309,7 @@ def run_system(system, topo, args, workdir):
     clock, p4_steps = None, None  # the BMv2 switches' claim clock and what they did
     log = open(os.path.join(folder, "processes.log"), "w")
     started = time.time()
-    watch = RunWatch(topo, args.tcp_flow, log)
+    watch = RunWatch(topo, cluster_namespaces, args.tcp_flow, log)
     try:
         if kind == "atp":
             config = os.path.join(folder, "cluster.toml")
@@ -465,13 +464,13 @@ def print_record(rec):
           f"{rec['rate_mbit']} Mbit/s  {size_text(rec['floats'] * 4)}  loss {rec['loss']}  "
           f"(ATP wire ceiling {rec['wire_ceiling_gbps']:.3f} Gbit/s)")
     if rec.get("switch") == "software":
-        sent, received = rec.get("ecn_backlog_kb"), rec.get("ecn_receive_backlog_kb")
-        sent = 128 if sent is None else sent
-        received = 1024 if received is None else received
+        # None: the cluster file's default (docs/configuration.md), not repeated here.
+        sent, received = (rec.get(k) for k in ("ecn_backlog_kb", "ecn_receive_backlog_kb"))
+        shown = [f"{'default' if kb is None else f'{kb:g} KiB'} {side}"
+                 for kb, side in ((sent, "sent"), (received, "received"))]
         print(f"  ECN: marking qdisc under the shapers: {rec.get('kernel_ecn_qdisc') or 'none (not in this kernel)'};"
               + (" switches never mark from backlog" if sent == received == 0 else
-                 f" switches mark at a backlog of {sent:g} KiB sent, {received:g} KiB received"
-                 " (0: never)")
+                 f" switches mark at a backlog of {', '.join(shown)} (0: never)")
               + (f"; iptables marks CE on {rec['ce_mark']:g} of what enters them" if rec.get("ce_mark") else "")
               + ("" if rec.get("congestion_control", True) else "; workers' congestion control OFF"))
     for system, r in rec["systems"].items():
@@ -654,9 +653,10 @@ def main(argv=None):
     systems = parse_systems(args.systems)
     if not 1280 <= args.mtu <= 65535:
         parser.error("--mtu must be 1280..65535")
-    if 4 * args.values_per_packet + HEADER_BYTES - 14 > args.mtu:
-        parser.error(f"--values-per-packet {args.values_per_packet} makes {4 * args.values_per_packet + 72}-byte "
-                     f"IP packets: raise --mtu (jumbo frames: 9000) rather than fragment them")
+    ip_packet = 4 * args.values_per_packet + HEADER_BYTES - 14  # what the MTU bounds: no Ethernet
+    if ip_packet > args.mtu:
+        parser.error(f"--values-per-packet {args.values_per_packet} makes {ip_packet}-byte IP packets: "
+                     "raise --mtu (jumbo frames: 9000) rather than fragment them")
     if not 0 <= args.ce_mark <= 1:
         parser.error("--ce-mark is a probability: 0..1")
     if args.tcp_flow and shutil.which("iperf3") is None:

@@ -121,19 +121,21 @@ class TcpFlow:
 
 
 class RunWatch:
-    """Around one system's run: packets the shapers and the sockets dropped, and with `tcp_flow` an iperf3 flow
-    from rack 0's switch to PS host 0 (rack 0's uplink and the PS link, which ATP's sums take)
-    with the queueing delay at rack 0's uplink, where that flow and ATP's sums queue together."""
+    """Around one system's run: packets the shapers and the sockets of `namespaces()` dropped,
+    and with `tcp_flow` an iperf3 flow from rack 0's switch to PS host 0 (rack 0's uplink and
+    the PS link, which ATP's sums take) with the queueing delay at rack 0's uplink, where that
+    flow and ATP's sums queue together."""
 
-    def __init__(self, topo, tcp_flow, log):
-        self.topo, self.log = topo, log
+    def __init__(self, topo, namespaces, tcp_flow, log):
+        self.topo, self.namespaces, self.log = topo, namespaces, log
         self.flow = TcpFlow(topo.rack_switch(0), topo.server(0), topo.server_ip(0), log) if tcp_flow else None
         self.probe = QueueProbe(topo.rack_switch(0), "up0", topo.rate_mbit) if tcp_flow else None
         self.result = None
 
     def start(self):
-        self.drops = qdisc_drops(self.topo.namespaces())
-        self.socket_drops = socket_drops(self.topo.namespaces())
+        namespaces = self.namespaces()
+        self.drops = qdisc_drops(namespaces)
+        self.socket_drops = socket_drops(namespaces)
         if self.flow:
             self.flow.start()
             time.sleep(1.0)  # past the flow's slow start: the systems meet it in steady state
@@ -145,7 +147,7 @@ class RunWatch:
         if self.result is not None:
             return self.result
         ended = time.time()
-        namespaces = self.topo.namespaces()
+        namespaces = self.namespaces()
         self.result = {"qdisc_drops": qdisc_drops(namespaces) - self.drops,
                        "socket_drops": socket_drops(namespaces) - self.socket_drops}
         if self.flow:

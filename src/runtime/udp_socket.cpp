@@ -155,8 +155,7 @@ void UdpSocket::order_by_destination(const SendBatch& batch) {
   const std::size_t n = batch.count_;
   order_.resize(n);
   destinations_.clear();
-  std::vector<std::size_t>& group = group_of_;  // datagram -> its destination's index
-  group.resize(n);
+  group_of_.resize(n);
   for (std::size_t i = 0; gso_ && i < n && destinations_.size() <= kMaxSegments; ++i) {
     std::size_t d = 0;
     while (d < destinations_.size() && !same_destination(batch.addresses_[destinations_[d].first],
@@ -164,7 +163,7 @@ void UdpSocket::order_by_destination(const SendBatch& batch) {
       ++d;
     if (d == destinations_.size()) destinations_.push_back({i, 0});
     ++destinations_[d].second;
-    group[i] = d;
+    group_of_[i] = d;
   }
   if (!gso_ || destinations_.size() > kMaxSegments) {
     for (std::size_t i = 0; i < n; ++i) order_[i] = i;
@@ -176,7 +175,7 @@ void UdpSocket::order_by_destination(const SendBatch& batch) {
     count = position;
     position += datagrams;
   }
-  for (std::size_t i = 0; i < n; ++i) order_[destinations_[group[i]].second++] = i;
+  for (std::size_t i = 0; i < n; ++i) order_[destinations_[group_of_[i]].second++] = i;
 }
 
 // Plans sendmmsg messages for the datagrams from position `from` on (in `order_`): a run of

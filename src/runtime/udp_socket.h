@@ -1,8 +1,9 @@
 #pragma once
 // A non-blocking UDP socket that moves datagrams in batches (recvmmsg / sendmmsg): one system
-// call per batch, not per packet. Consecutive datagrams to one destination leave as one UDP GSO
-// train (UDP_SEGMENT): one trip through the socket layer for up to 64 datagrams, each still its
-// own datagram on the wire and to the engines; optionally trains arrive whole (UDP_GRO). Everything it sends is ECN-capable (ECT(0)), and it reports which
+// call per batch, not per packet. A batch's datagrams are grouped by destination and each
+// group leaves as UDP GSO trains (UDP_SEGMENT): one trip through the socket layer for up to 64
+// datagrams, each still its own datagram on the wire and to the engines; optionally trains
+// arrive whole (UDP_GRO). Everything it sends is ECN-capable (ECT(0)), and it reports which
 // datagrams arrived marked Congestion Experienced (RFC 3168), so a queue on the path that
 // marks instead of dropping reaches the protocol (docs/engines.md, "ECN on real packets").
 #include <sys/socket.h>

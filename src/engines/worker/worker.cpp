@@ -38,15 +38,16 @@ void validate(const WorkerConfig& c) {
 
 namespace {
 std::uint32_t in_flight_limit(const WorkerConfig& c) { return c.in_flight ? c.in_flight : c.window; }
+std::uint32_t starting_window(const WorkerConfig& c) {
+  return c.initial_window ? c.initial_window : in_flight_limit(c);
+}
 }  // namespace
 
 Worker::Worker(WorkerConfig config)
     : config_((validate(config), config)),
       run_(config.run),
-      cwnd_(config.initial_window ? config.initial_window : in_flight_limit(config),
-            in_flight_limit(config), config.congestion_control),
-      aggregator_window_(config.initial_window ? config.initial_window : in_flight_limit(config),
-                         in_flight_limit(config)),
+      cwnd_(starting_window(config), in_flight_limit(config), config.congestion_control),
+      aggregator_window_(starting_window(config), in_flight_limit(config)),
       rtt_(config.initial_rto, config.min_rto, config.max_rto),
       quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
       ring_(config.window),
