@@ -22,7 +22,11 @@ constexpr NodeId kDown = 50;
 // A job of two racks: 2 workers in rack 0, 3 in rack 1.
 class ParameterServerTest : public ::testing::Test {
  protected:
-  ParameterServerTest() { ps.add_job({1, {2, 3}, 4, 8, kDown, 0, 16}); }
+  ParameterServerTest() {
+    PsJob job{1, {2, 3}, 4, 8, kDown, 0, 16};
+    job.ring = 4;  // a ring of one window: the seq-memory tests below count on it
+    ps.add_job(job);
+  }
 
   PacketSpec single(std::uint8_t rack, std::uint8_t worker, std::vector<std::int32_t> v) {
     PacketSpec s;
@@ -348,6 +352,37 @@ TEST_F(ParameterServerTest, MemoryStaysWithinTwoEntriesPerSlot) {
     EXPECT_LE(ps.entries_in_use(1), 2u * 4);
   }
   EXPECT_EQ(counters().completed, 1000u);
+}
+
+// By default the workers' ring is 16 windows: the PS keeps two entries per ring slot, and a
+// seq's result stays until the seq a ring later (not a window later) proves it delivered.
+TEST(ParameterServerRing, EntriesFollowTheRingNotTheWindow) {
+  ParameterServer ps;
+  PsJob job{1, {2}, 4, 8, kDown, 0, 16};  // window 4, ring 0: 64
+  ps.add_job(job);
+  Outbox out;
+  auto both = [&](std::uint32_t seq) {
+    PacketSpec s;
+    s.level = proto::Level::parameter_server;
+    s.rack_fan_in = 2;
+    s.job_fan_in = 1;
+    s.workers = 0b11;
+    s.seq = seq;
+    s.values = {1};
+    auto p = make_packet(s);
+    ps.on_packet(0, p, out);
+  };
+  for (std::uint32_t seq = 0; seq < 64; ++seq) both(seq);
+  EXPECT_EQ(ps.job_counters(1)->completed, 64u);
+  EXPECT_EQ(ps.entries_in_use(1), 64u);  // a window later proves nothing: all kept
+  both(64);  // a ring later: seq 0 is delivered everywhere
+  EXPECT_EQ(ps.entries_in_use(1), 64u);
+  for (std::uint32_t seq = 65; seq < 1000; ++seq) {
+    both(seq);
+    ASSERT_LE(ps.entries_in_use(1), 2u * 64);
+  }
+  job.ring = 2;  // below the window
+  EXPECT_THROW(ps.add_job(job), std::invalid_argument);
 }
 
 TEST_F(ParameterServerTest, ResultIsFreedOnceEveryWorkerMovedOn) {

@@ -39,9 +39,9 @@ Scenario random_scenario(std::uint64_t seed) {
   // Simulated seconds, cheap to give: 8 jobs of K = 1 over six links losing 10% each take
   // about 130 s to finish (seed 485), slowly but exactly.
   s.time_limit_s = 600;
-  // Drawn last so the draws above stay what they were for every seed: sometimes fewer in
-  // flight than slots, so the ring moves past holes.
-  if (rng.chance(0.3)) s.in_flight = s.window >> rng.below(3);
+  // Drawn last so the draws above stay what they were for every seed: sometimes a ring of
+  // one, two or four windows instead of the default sixteen.
+  if (rng.chance(0.3)) s.ring = s.window << rng.below(3);
   return s;
 }
 

@@ -30,6 +30,7 @@ WorkerConfig small_config() {
   c.job_workers = 8;
   c.values_per_packet = 4;
   c.window = 8;
+  c.ring = 8;  // the tests below of a longer ring say so
   c.initial_window = 4;
   c.scale = 256;
   c.uplink = kSwitch;
@@ -278,48 +279,94 @@ TEST_F(WorkerTest, ATimeoutBacksOffOnlyItsOwnFragment) {
   EXPECT_EQ(*w.next_timer(), 41 * kMillisecond);  // 4 and 5 on 20 ms since 21; 0 on 40 ms
 }
 
-// The fragment heading a full ring holds up every slot behind it: once resent, it is probed
-// again after a few round trips, not after the RTO's floor.
-TEST_F(WorkerTest, AResendStallingTheRingIsProbedWithoutTheTimeoutsFloor) {
+// A loss among the last fragments has no later result to reveal it: two round trips after the
+// last result, the newest unanswered fragment is probed, long before the RTO's floor. One probe
+// per silence; then the timers.
+TEST_F(WorkerTest, ATailLossIsProbedAfterTwoRoundTripsNotTheTimeoutsFloor) {
   WorkerConfig c = small_config();
-  c.initial_window = 8;           // the whole ring of 8 slots
   c.min_rto = 20 * kMillisecond;  // far above the round trips below
   Worker w(c);
-  std::vector<float> big(4 * 12, 1.0f), result(4 * 12);
-  w.submit(0, big, result, out);
+  std::vector<float> four(4 * 4, 1.0f), result(4 * 4);
+  w.submit(0, four, result, out);
   auto packets = sent();
-  ASSERT_EQ(packets.size(), 8u);
-  // Round trips of about 2 ms: the RTO is the 20 ms floor, the probe a few round trips.
+  ASSERT_EQ(packets.size(), 4u);
+  // Round trips of 2 ms; fragments 2 and 3, the last, get no result.
   w.on_packet(2 * kMillisecond, result_for(packets[0], 8), out);
   const Time t = 2 * kMillisecond + 100 * kMicrosecond;
-  auto answer = [&](std::uint32_t seq) {
-    for (auto& p : sent()) packets.push_back(p);
-    for (const auto& p : packets)
-      if (header_of(p).seq == seq && !header_of(p).has(flag::kResend))
-        return w.on_packet(t, result_for(p, 8), out);
-    FAIL() << "fragment " << seq << " was never sent";
-  };
-  for (std::uint32_t seq : {2u, 3u, 4u}) answer(seq);  // 1 is overtaken three times: resent
-  ASSERT_EQ(w.stats().fast_resends, 1u);
+  w.on_packet(t, result_for(packets[1], 8), out);
   const Duration srtt = w.smoothed_rtt();
-  for (std::uint32_t seq : {5u, 6u, 7u, 8u}) answer(seq);  // the ring is full behind 1
   const Time probe = *w.next_timer();
   EXPECT_GE(probe, t + 2 * srtt);
   EXPECT_LT(probe, t + 4 * srtt);
-  // Unanswered, the probe goes; the next waits twice as long.
+  EXPECT_LT(probe, 20 * kMillisecond);
   w.on_timer(probe, out);
-  auto again = sent();
-  ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(header_of(again[0]).seq, 1u);
-  EXPECT_GE(*w.next_timer() - probe, 2 * (probe - t) - 1);
+  auto probed = sent();
+  ASSERT_EQ(probed.size(), 1u);
+  EXPECT_EQ(header_of(probed[0]).seq, 3u);  // the newest
+  EXPECT_TRUE(header_of(probed[0]).has(flag::kResend));
+  EXPECT_EQ(w.stats().probes, 1u);
+  EXPECT_GE(*w.next_timer(), 20 * kMillisecond);  // no second probe: the timers now
+  // The probe's answer reveals 2 by the time rule: it left two round trips before 3's probe.
+  w.on_packet(probe + srtt, result_for(probed[0], 8), out);
+  auto revealed = sent();
+  ASSERT_EQ(revealed.size(), 1u);
+  EXPECT_EQ(header_of(revealed[0]).seq, 2u);
+  EXPECT_EQ(w.stats().timeouts, 0u);
 }
 
-// With fewer fragments in flight than slots, the ring moves on past a fragment waiting for
-// recovery: new fragments keep leaving until the slots, not the flight, run out.
-TEST_F(WorkerTest, InFlightBelowTheWindowLetsTheRingMovePastAHole) {
+// Results re-arm the probe: a window that keeps getting answers is never probed.
+TEST_F(WorkerTest, AnAnsweredWindowIsNeverProbed) {
   WorkerConfig c = small_config();
+  c.min_rto = 20 * kMillisecond;
+  Worker w(c);
+  std::vector<float> big(4 * 64, 1.0f), result(4 * 64);
+  w.submit(0, big, result, out);
+  std::deque<std::vector<std::uint8_t>> waiting;
+  for (auto& p : sent()) waiting.push_back(p);
+  for (Time now = kMillisecond; !waiting.empty(); now += kMillisecond) {
+    // An answer every millisecond, whatever the round trip; any timer due fires first.
+    if (*w.next_timer() <= now) w.on_timer(now, out);
+    w.on_packet(now, result_for(waiting.front(), 8), out);
+    waiting.pop_front();
+    for (auto& p : sent()) waiting.push_back(p);
+  }
+  EXPECT_EQ(w.stats().probes, 0u);
+  EXPECT_EQ(w.stats().results, 64u);
+}
+
+// A timeout is random loss unless nothing was answered for three RTOs (QUIC's persistent
+// congestion): only then does it halve the congestion window.
+TEST_F(WorkerTest, OnlyATimeoutAfterALongSilenceCutsTheWindow) {
+  WorkerConfig c = small_config();
+  c.initial_window = 8;
+  c.reorder_threshold = 0;  // the timers alone
+  Worker w(c);
+  std::vector<float> big(4 * 8, 1.0f), result(4 * 8);
+  w.submit(0, big, result, out);
+  auto packets = sent();
+  ASSERT_EQ(packets.size(), 8u);
+  // 0 is lost; the others are answered just before its timer (the initial RTO, 10 ms) fires.
+  for (std::size_t i = 1; i < 8; ++i)
+    w.on_packet(9 * kMillisecond, result_for(packets[i], 8), out);
+  w.on_timer(10 * kMillisecond, out);
+  EXPECT_EQ(w.stats().timeouts, 1u);
+  EXPECT_EQ(w.stats().window_cuts, 0u);
+  // Then nothing at all is answered: its backed-off timers fire until the silence is long.
+  for (Time now = 10 * kMillisecond; w.stats().window_cuts == 0 && now < 200 * kMillisecond;) {
+    now = *w.next_timer();
+    w.on_timer(now, out);
+  }
+  EXPECT_EQ(w.stats().window_cuts, 1u);
+  EXPECT_GE(w.stats().timeouts, 2u);
+}
+
+// A ring longer than the window: new fragments keep leaving past a fragment waiting for
+// recovery until the ring, not the window, runs out.
+TEST_F(WorkerTest, ARingLongerThanTheWindowLetsTheWorkerSendPastAHole) {
+  WorkerConfig c = small_config();
+  c.window = 2;
+  c.ring = 8;
   c.initial_window = 0;
-  c.in_flight = 2;  // of 8 slots
   Worker w(c);
   std::vector<float> big(4 * 12, 1.0f), result(4 * 12);
   w.submit(0, big, result, out);
@@ -329,8 +376,8 @@ TEST_F(WorkerTest, InFlightBelowTheWindowLetsTheRingMovePastAHole) {
       if (!header_of(p).has(flag::kResend)) fresh.push_back(p);
   };
   collect();
-  ASSERT_EQ(fresh.size(), 2u);  // the flight, not the 8 slots
-  // 0 gets no result; every later fragment does, one at a time.
+  ASSERT_EQ(fresh.size(), 2u);  // the window, not the 8 slots of the ring
+  // 0 gets no result (its resends neither); every later fragment does, one at a time.
   for (std::size_t i = 1; i < fresh.size(); ++i) {
     w.on_packet(1000 + i, result_for(fresh[i], 8), out);
     collect();
@@ -338,7 +385,9 @@ TEST_F(WorkerTest, InFlightBelowTheWindowLetsTheRingMovePastAHole) {
   ASSERT_EQ(fresh.size(), 8u);  // seqs 0..7: the ring is full behind 0
   EXPECT_EQ(header_of(fresh.back()).seq, 7u);
   WorkerConfig bad = small_config();
-  bad.in_flight = 16;
+  bad.ring = 4;  // below the window
+  EXPECT_THROW(Worker{bad}, std::invalid_argument);
+  bad.ring = 24;  // not a power of two
   EXPECT_THROW(Worker{bad}, std::invalid_argument);
 }
 

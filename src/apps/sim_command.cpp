@@ -44,14 +44,17 @@ void add_sim_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--jobs", s.jobs, "Concurrent training jobs")->capture_default_str();
   cmd->add_option("--aggregators", s.aggregators, "Aggregators per switch")->capture_default_str();
-  cmd->add_option("--in-flight", s.in_flight,
-                  "Fragments in flight per worker at most (0: --window); below --window the "
-                  "slot ring moves on past fragments waiting for recovery")
+  cmd->add_option("--ring", s.ring,
+                  "Seqs each worker tracks at once, holes included (power of two, at least "
+                  "--window; 0: 16 windows): the worker sends on past fragments waiting for "
+                  "recovery")
       ->capture_default_str();
   cmd->add_flag("--aggregator-window", s.aggregator_window,
                "Workers also keep an A2TP-style aggregator window: halved by results whose seq "
                "met a busy aggregator, never above the congestion window");
-  cmd->add_option("--window", s.window, "Slots per worker (power of two): seqs outstanding at once")
+  cmd->add_option("--window", s.window,
+                  "Fragments in flight per worker at most (power of two), one aggregator lane "
+                  "each")
       ->capture_default_str();
   cmd->add_option("--values-per-packet", s.values_per_packet, "K: int32 values per packet")
       ->capture_default_str();
@@ -101,7 +104,7 @@ void add_sim_command(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   // The file says these; giving them too would be silently ignored.
   for (const char* name : {"--racks", "--workers-per-rack", "--jobs", "--aggregators",
-                           "--window", "--in-flight", "--values-per-packet", "--policy",
+                           "--window", "--ring", "--values-per-packet", "--policy",
                            "--parameter-servers"})
     cluster->excludes(cmd->get_option(name));
   // --config belongs to the top-level app (CLI11 reads config files there); fallthrough lets

@@ -6,14 +6,20 @@ namespace atp::apps {
 
 namespace {
 
-double throughput_gbps(const sim::JobReport& j) {
-  return j.communication_time > 0
-             ? static_cast<double>(j.tensor_bytes) * 8 / static_cast<double>(j.communication_time)
-             : 0;
+double gbps(std::uint64_t bytes, Duration time) {
+  return time > 0 ? static_cast<double>(bytes) * 8 / static_cast<double>(time) : 0;
 }
 
-std::uint64_t retransmissions(const sim::JobReport& j) {
-  return j.workers.timeouts + j.workers.fast_resends;
+// What the job's allreduces took, the launch's run handshake included.
+double throughput_gbps(const sim::JobReport& j) { return gbps(j.tensor_bytes, j.communication_time); }
+
+// The iterations after the first: without the launch's run handshake, a one-time cost whose
+// timer (the initial RTO) dwarfs a few simulated iterations and whose lost joins say nothing
+// about loss recovery on the data path. 0 with a single iteration.
+double steady_gbps(const sim::JobReport& j) {
+  if (j.iterations < 2) return 0;
+  return gbps(j.tensor_bytes / j.iterations * (j.iterations - 1),
+              j.communication_time - j.first_allreduce_time);
 }
 
 }  // namespace
@@ -29,9 +35,11 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"error", j.error},
         {"completion_time_s", static_cast<double>(j.completion_time) / kSecond},
         {"throughput_gbps", throughput_gbps(j)},
-        {"retransmissions", retransmissions(j)},
+        {"steady_gbps", steady_gbps(j)},
+        {"retransmissions", engines::retransmissions(j.workers)},
         {"timeouts", j.workers.timeouts},
         {"fast_resends", j.workers.fast_resends},
+        {"probes", j.workers.probes},
         {"flushes", j.switches.flushes},
         {"late_results", j.ps.late_results},
         {"collisions", j.switches.collisions},
@@ -41,7 +49,7 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"results_checked", j.results_checked},
         {"mismatches", j.mismatches},
     });
-    retrans += retransmissions(j);
+    retrans += engines::retransmissions(j.workers);
     collisions += j.switches.collisions;
   }
   const double eps = info.wall_seconds > 0 ? static_cast<double>(report.events) / info.wall_seconds : 0;
@@ -70,7 +78,7 @@ std::string to_table(const sim::ClusterReport& report, const RunInfo& info) {
     out += fmt::format("{:>4} {:>6} {:>12.3f} {:>10.2f} {:>8.1f}% {:>9} {:>10} {:>7}\n", j.job,
                        j.exact ? "yes" : (j.finished ? "NO" : "unfin"),
                        static_cast<double>(j.completion_time) / kMillisecond, throughput_gbps(j),
-                       100 * j.fraction_in_network, j.switches.collisions, retransmissions(j),
+                       100 * j.fraction_in_network, j.switches.collisions, engines::retransmissions(j.workers),
                        j.ps.float_fallbacks);
     if (!j.error.empty()) out += fmt::format("     error: {}\n", j.error);
   }

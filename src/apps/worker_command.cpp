@@ -104,7 +104,7 @@ void report(const WorkerOptions& o, Communicator& comm, const TrainingOutcome& t
       {"tensor_bytes", bytes},
       {"communication_s", seconds},
       {"throughput_gbps", seconds > 0 ? bytes * 8 / seconds / 1e9 : 0.0},
-      {"retransmissions", stats.timeouts + stats.fast_resends}};
+      {"retransmissions", engines::retransmissions(stats)}};
   engines::for_each_field(stats, [&](const char* name, std::uint64_t v) { report[name] = v; });
   if (!o.json_out.empty()) std::ofstream(o.json_out) << report.dump() << "\n";
   if (o.json)

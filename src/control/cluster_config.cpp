@@ -194,7 +194,7 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   j.id = number<std::uint32_t>(t, "id", 0, origin + " [[job]]");
   const std::string where = origin + " job " + std::to_string(j.id);
   j.window = number<std::uint32_t>(t, "window", 64, where);
-  j.in_flight = number<std::uint32_t>(t, "in_flight", 0, where);
+  j.ring = number<std::uint32_t>(t, "ring", 0, where);
   j.congestion_control = boolean(t, "congestion_control", true, where);
   j.aggregator_window = boolean(t, "aggregator_window", false, where);
   j.initial_window = number<std::uint32_t>(t, "initial_window", j.initial_window, where);
@@ -269,7 +269,8 @@ void ClusterConfig::validate(const std::string& origin) const {
     if (j.id > engines::kMaxSwitchJobId)
       fail(origin, where + ": job ids are 0.." + std::to_string(engines::kMaxSwitchJobId));
     if (j.window == 0 || !std::has_single_bit(j.window)) fail(origin, where + ": window must be a power of two");
-    if (j.in_flight > j.window) fail(origin, where + ": in_flight must be at most window");
+    if (j.ring != 0 && (!std::has_single_bit(j.ring) || j.ring < j.window || j.ring > kMaxRing))
+      fail(origin, where + ": ring must be a power of two from window up to 2^20 (or 0)");
     if (j.values_per_packet == 0 || j.values_per_packet > proto::kMaxValues)
       fail(origin, where + ": values_per_packet must be 1..1024");
     if (j.workers.empty()) fail(origin, where + ": no workers");
@@ -357,6 +358,7 @@ std::uint32_t ClusterConfig::wire_token(std::uint32_t id) const {
   std::uint32_t scale_bits;
   std::memcpy(&scale_bits, &scale, sizeof scale_bits);
   std::string shape = std::to_string(j.id) + '|' + std::to_string(j.window) + '|' +
+                      std::to_string(ring_or_default(j.window, j.ring)) + '|' +
                       std::to_string(j.values_per_packet) + '|' + std::to_string(scale_bits);
   for (const auto& ps : j.parameter_servers) shape += '|' + ps + '@' + server_named(ps).address.str();
   for (const auto& w : j.workers) shape += '|' + w.rack + '@' + w.address.str();
@@ -452,6 +454,7 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
     pj.job = job.id;
     pj.workers_per_rack = p.workers_per_rack;
     pj.window = job.window;
+    pj.ring = job.ring;
     pj.values_per_packet = job.values_per_packet;
     pj.downstream = book.id_of(results_via(job));
     pj.ps_index = static_cast<std::uint8_t>(it - job.parameter_servers.begin());
@@ -485,7 +488,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.job_workers = static_cast<std::uint16_t>(job.workers.size());
   c.values_per_packet = job.values_per_packet;
   c.window = job.window;
-  c.in_flight = job.in_flight;
+  c.ring = job.ring;
   c.congestion_control = job.congestion_control;
   c.aggregator_window = job.aggregator_window;
   c.initial_window = job.initial_window;

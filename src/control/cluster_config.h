@@ -67,7 +67,7 @@ struct WorkerSpec {
 struct JobConfig {
   std::uint32_t id = 0;
   std::uint32_t window = 64;
-  std::uint32_t in_flight = 0;  // fragments in flight per worker at most; 0: window
+  std::uint32_t ring = 0;  // seqs each worker tracks at once (0: 16 windows; engines/common.h)
   bool congestion_control = true;  // false: the workers' windows never shrink (a baseline)
   bool aggregator_window = false;   // the workers' second, collision-driven window (A2TP-style)
   // Fragments in flight when a worker starts, before slow start (0: the ceiling at once). 16:
@@ -114,7 +114,7 @@ class ClusterConfig {
   std::vector<engines::PsJob> server_jobs(const std::string& name,
                                           runtime::AddressBook& book) const;
   // The token job `id`'s packets carry: the file's `token` mixed with a digest of everything
-  // the job's parties must agree on (window, K, scale, servers, workers), so parties started
+  // the job's parties must agree on (window, ring, K, scale, servers, workers), so parties started
   // from different files never sum together.
   std::uint32_t wire_token(std::uint32_t id) const;
   // The engine configuration of worker `rank` of job `id`: `base` (timers, limits) with the

@@ -24,6 +24,17 @@ inline constexpr Duration kSecond = 1'000'000'000;
 inline constexpr Duration kJoinRepeatAtMost = 1 * kSecond;
 inline constexpr Duration kJoinCountsFor = 3 * kJoinRepeatAtMost;
 
+// A job's ring: the seqs each worker tracks at once, holes included, at least its window (the
+// fragments in flight, one aggregator lane each). A longer ring lets a job keep sending past
+// fragments waiting for loss recovery (engines.md §3.6); the PS keeps two entries per ring slot.
+// 0 in a config: kRingPerWindow windows, at most kMaxRing.
+inline constexpr std::uint32_t kRingPerWindow = 16;
+inline constexpr std::uint32_t kMaxRing = 1u << 20;
+inline std::uint32_t ring_or_default(std::uint32_t window, std::uint32_t ring) {
+  if (ring != 0) return ring;
+  return window >= kMaxRing / kRingPerWindow ? kMaxRing : window * kRingPerWindow;
+}
+
 // An endpoint as the engines see it; the caller maps it to an address.
 using NodeId = std::uint32_t;
 // A sender the caller could not map to any node (a stranger): never allowed to speak for a job.

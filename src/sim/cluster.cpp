@@ -197,15 +197,17 @@ JobReport ClusterBuild::job_report(std::size_t j) const {
   for (std::size_t size : job.plan.tensor_sizes) r.tensor_bytes += size * 4;
   r.tensor_bytes *= job.plan.iterations;
   r.finished = true;
-  Duration communication = 0;
+  Duration communication = 0, first = 0;
   for (const TrainingWorkerNode* w : workers_[j]) {
     r.finished &= w->finished();
     if (w->failed() && r.error.empty()) r.error = w->worker().error();
     r.completion_time = std::max(r.completion_time, w->finish_time());
     communication += w->communication_time();
+    first += w->first_allreduce_time();
     engines::add_counters(r.workers, w->worker().stats());
   }
   r.communication_time = communication / static_cast<Duration>(workers_[j].size());
+  r.first_allreduce_time = first / static_cast<Duration>(workers_[j].size());
   r.switches = control_->switch_counters(id);
   r.static_first = control_->static_first(id);
   r.departed = control_->departed(id);

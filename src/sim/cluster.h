@@ -22,7 +22,7 @@ struct JobSpec {
   // Workers of the job in each cluster rack (0: none there). At most 32 per rack.
   std::vector<std::uint8_t> workers_per_rack;
   std::uint32_t window = 64;
-  std::uint32_t in_flight = 0;  // 0: window
+  std::uint32_t ring = 0;  // 0: ring_or_default
   bool aggregator_window = false;  // the workers' collision-driven second window
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: chosen from the gradients' magnitude and the job's size
@@ -58,6 +58,7 @@ struct JobReport {
   std::uint64_t results_checked = 0, mismatches = 0;
   Time completion_time = 0;
   Duration communication_time = 0;  // mean over workers
+  Duration first_allreduce_time = 0;  // mean over workers: the run handshake, windows opening
   std::uint64_t tensor_bytes = 0;   // per worker, all iterations
   std::uint32_t iterations = 0;
   engines::WorkerStats workers;     // summed over the job's workers

@@ -76,7 +76,7 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     control::JobConfig c;
     c.id = j;
     c.window = job.window;
-    c.in_flight = job.in_flight;
+    c.ring = job.ring;
     // A scenario's workers start at the full window (the engine's default, which every figure
     // in docs/ was made with); a cluster file's jobs start at its initial_window (default 16).
     c.initial_window = 0;

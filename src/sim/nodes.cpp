@@ -93,6 +93,7 @@ void TrainingWorkerNode::collect(Simulator& sim) {
   }
   if (outstanding_ > 0 || computing_ || finished()) return;
   communication_time_ += sim.now() - allreduce_started_;
+  if (iteration_ == 0) first_allreduce_time_ = communication_time_;
   if (++iteration_ == plan_.iterations) {
     finish_time_ = sim.now();
     if (on_finished_) on_finished_();

@@ -106,6 +106,8 @@ class TrainingWorkerNode : public Node {
   bool failed() const { return worker_.failed(); }
   Time finish_time() const { return finish_time_; }
   Duration communication_time() const { return communication_time_; }
+  // The first iteration's allreduce: the launch's run handshake, windows still opening.
+  Duration first_allreduce_time() const { return first_allreduce_time_; }
   const engines::Worker& worker() const { return worker_; }
 
  private:
@@ -122,7 +124,7 @@ class TrainingWorkerNode : public Node {
   std::uint32_t iteration_ = 0;
   bool computing_ = false;
   Time compute_done_ = 0, allreduce_started_ = 0, finish_time_ = 0;
-  Duration communication_time_ = 0;
+  Duration communication_time_ = 0, first_allreduce_time_ = 0;
   std::vector<std::vector<float>> inputs_, outputs_;
   std::vector<std::uint32_t> tensor_ids_;
   std::size_t outstanding_ = 0;

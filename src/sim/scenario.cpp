@@ -33,7 +33,7 @@ std::string Scenario::command_line() const {
       duplicate, ecn_threshold, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
       layers.empty() ? "" : " --layers " + layers,
       loss_one_worker > 0 ? fmt::format(" --loss-one-worker {}", loss_one_worker) : "",
-      in_flight > 0 ? fmt::format(" --in-flight {}", in_flight) : "",
+      ring > 0 ? fmt::format(" --ring {}", ring) : "",
       aggregator_window ? " --aggregator-window" : "");
 }
 
@@ -42,7 +42,8 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   if (s.racks == 0 || s.racks > 32) bad("--racks must be 1..32");
   if (s.workers_per_rack == 0 || s.workers_per_rack > 32) bad("--workers-per-rack must be 1..32");
   if (s.jobs == 0) bad("--jobs must be at least 1");
-  if (s.in_flight > s.window) bad("--in-flight must be at most --window");
+  if (s.ring != 0 && (!std::has_single_bit(s.ring) || s.ring < s.window || s.ring > kMaxRing))
+    bad("--ring must be a power of two from --window up to 2^20 (or 0)");
   const std::vector<std::uint64_t> tensors =
       s.layer_bytes.empty() ? std::vector<std::uint64_t>{s.tensor_bytes} : s.layer_bytes;
   for (std::uint64_t b : tensors)
@@ -106,7 +107,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     const std::uint32_t slice = s.aggregators / s.jobs;
     if (spec.policy == engines::Policy::static_partition && slice > 0)
       job.window = std::min(job.window, std::bit_floor(slice));
-    job.in_flight = std::min(s.in_flight, job.window);  // a static slice may cut the window
+    job.ring = s.ring;
     job.aggregator_window = s.aggregator_window;
     job.values_per_packet = s.values_per_packet;
     for (std::uint64_t b : tensors) job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));

@@ -19,7 +19,7 @@ struct Scenario {
   unsigned jobs = 1;
   std::uint32_t aggregators = 1024;
   std::uint32_t window = 64;
-  std::uint32_t in_flight = 0;  // fragments in flight per worker at most; 0: window
+  std::uint32_t ring = 0;  // seqs each worker tracks at once; 0: ring_or_default
   bool aggregator_window = false;  // workers add the collision-driven window (A2TP-style)
   std::uint16_t values_per_packet = 256;
   std::uint64_t tensor_bytes = 1 << 20;

@@ -22,8 +22,11 @@ void ParameterServer::add_job(PsJob config) {
   for (auto w : config.workers_per_rack)
     if (w == 0 || w > proto::kMaxFanIn)
       throw std::invalid_argument(name + "each rack needs 1..32 workers");
-  if (config.window == 0 || !std::has_single_bit(config.window) || config.window > (1u << 20))
+  if (config.window == 0 || !std::has_single_bit(config.window) || config.window > kMaxRing)
     throw std::invalid_argument(name + "window must be a power of two up to 2^20");
+  if (config.ring != 0 && (!std::has_single_bit(config.ring) || config.ring < config.window ||
+                           config.ring > kMaxRing))
+    throw std::invalid_argument(name + "ring must be a power of two from window up to 2^20");
   if (config.values_per_packet == 0 || config.values_per_packet > proto::kMaxValues)
     throw std::invalid_argument(name + "values_per_packet must be 1.." +
                                 std::to_string(proto::kMaxValues));
@@ -34,7 +37,8 @@ void ParameterServer::add_job(PsJob config) {
     job.full_masks.push_back(proto::low_bits(w));
     job.workers += w;
   }
-  job.entries.resize(std::size_t{config.window} * 2);
+  job.ring = ring_or_default(config.window, config.ring);
+  job.entries.resize(std::size_t{job.ring} * 2);
   job.collision_streak.assign(config.window, 0);
   job.remap_generation.assign(config.window, 0);
   job.runs = RunRegistry(config.first_run, job.workers);
@@ -223,11 +227,11 @@ void ParameterServer::send_joined(const Job& job, std::uint8_t rack, unsigned bi
   proto::encode(h, out.add(job.config.downstream, h.packet_bytes()));
 }
 
-// Whoever sends seq s has the result of s - window (its window slid past it): that result need
+// Whoever sends seq s has the result of s - ring (its ring slid past it): that result need
 // not be kept for them any longer.
 void ParameterServer::note_moved_on(Job& job, const proto::Header& h, const ContributorSet& who) {
-  const std::uint32_t previous = h.seq - job.config.window;
-  const std::size_t first = std::size_t{h.seq & (job.config.window - 1)} * 2;
+  const std::uint32_t previous = h.seq - job.ring;
+  const std::size_t first = std::size_t{h.seq & (job.ring - 1)} * 2;
   for (std::size_t i = first; i < first + 2; ++i) {
     Entry& e = job.entries[i];
     if (!e.used || !e.complete || e.seq != previous ||
@@ -241,10 +245,10 @@ void ParameterServer::note_moved_on(Job& job, const proto::Header& h, const Cont
   }
 }
 
-// Two entries per slot suffice: seq s + 2*window can only be sent once every worker has the
-// result of s + window, which needs every worker's s + window, sent after the result of s.
+// Two entries per ring slot suffice: seq s + 2*ring can only be sent once every worker has the
+// result of s + ring, which needs every worker's s + ring, sent after the result of s.
 ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header& h) {
-  const std::size_t first = std::size_t{h.seq & (job.config.window - 1)} * 2;
+  const std::size_t first = std::size_t{h.seq & (job.ring - 1)} * 2;
   Entry* pair[2] = {&job.entries[first], &job.entries[first + 1]};
   // State of another run of the job gives way: it is never summed with, nor answered from.
   for (Entry* e : pair) {
@@ -260,7 +264,7 @@ ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header
   Entry* victim = nullptr;
   for (Entry* e : pair) {
     if (!e->used ||
-        seq_distance(h.seq, e->seq) >= static_cast<std::int32_t>(2 * job.config.window)) {
+        seq_distance(h.seq, e->seq) >= static_cast<std::int32_t>(2 * job.ring)) {
       victim = e;
       break;
     }
@@ -368,17 +372,17 @@ void ParameterServer::send_result(Job& job, Entry& e, std::span<const std::uint8
   h.set(flag::kCollision, e.collided);
   h.value_count = e.value_count;
 
-  // A slot whose fragments keep meeting busy aggregators moves to another index.
-  const std::uint32_t slot = e.seq & (job.config.window - 1);
-  std::uint32_t& streak = job.collision_streak[slot];
+  // A lane whose fragments keep meeting busy aggregators moves to another index.
+  const std::uint32_t lane = e.seq & (job.config.window - 1);
+  std::uint32_t& streak = job.collision_streak[lane];
   streak = e.collided ? streak + 1 : 0;
   if (config_.remap_after > 0 && streak >= config_.remap_after && job.config.pool_size > 1) {
     const std::uint32_t pool = job.config.pool_size;
     // Hash on until the index lands elsewhere in the pool (a few tries; pool > 1).
     std::uint32_t candidate = e.aggregator;
     for (int attempt = 0; attempt < 16 && candidate % pool == e.aggregator % pool; ++attempt) {
-      const std::uint32_t generation = ++job.remap_generation[slot];
-      candidate = proto::aggregator_hash(job.config.job, slot + generation * job.config.window);
+      const std::uint32_t generation = ++job.remap_generation[lane];
+      candidate = proto::aggregator_hash(job.config.job, lane + generation * job.config.window);
     }
     if (candidate % pool == e.aggregator % pool) candidate = e.aggregator + 1;
     h.set(flag::kRemap);

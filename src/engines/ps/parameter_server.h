@@ -23,7 +23,7 @@ namespace atp::engines {
 struct PsJob {
   std::uint32_t job = 0;
   std::vector<std::uint8_t> workers_per_rack;  // one entry per rack of the job
-  std::uint32_t window = 64;                   // the workers' window (power of two)
+  std::uint32_t window = 64;  // the workers' window (power of two): their aggregator lanes
   std::uint16_t values_per_packet = 256;       // K
   NodeId downstream = 0;  // the switch that fans results out to the job's workers
   std::uint8_t ps_index = 0;  // this server's shard: it owns seqs with seq % num_ps == ps_index
@@ -33,6 +33,7 @@ struct PsJob {
   // Where the job's run ids start (see run_registry.h): the daemon draws it at random. Only
   // PS 0 of a job answers workers asking for their run.
   std::uint16_t first_run = 0;
+  std::uint32_t ring = 0;  // the workers' ring (0: ring_or_default): two entries per slot
 };
 
 struct PsConfig {
@@ -81,7 +82,7 @@ class ParameterServer {
   const PsJobCounters* job_counters(std::uint32_t job) const;
   std::vector<std::uint32_t> jobs() const;
   const PsJob* job(std::uint32_t job) const;  // the installed entry, or null
-  // Per-seq entries holding state for `job` (bounded by 2 x window).
+  // Per-seq entries holding state for `job` (bounded by 2 x ring).
   std::size_t entries_in_use(std::uint32_t job) const;
 
  private:
@@ -91,7 +92,7 @@ class ParameterServer {
     std::uint16_t value_count = 0;
     std::uint32_t parts = 0;  // accepted contributions
     ContributorSet held;      // integer contributions summed so far
-    ContributorSet moved_on;  // workers that sent seq + window, so have this result
+    ContributorSet moved_on;  // workers that sent seq + ring, so have this result
     std::vector<std::int64_t> sum;
     std::vector<float> floats;  // float mode: one row of K per worker
     std::vector<std::uint8_t> result;
@@ -101,8 +102,9 @@ class ParameterServer {
     std::vector<std::uint32_t> full_masks;  // each rack's workers
     std::vector<std::uint32_t> worker_offset;  // row of rack r's first worker in Entry::floats
     std::uint32_t workers = 0;
-    std::vector<Entry> entries;  // two per slot
-    std::vector<std::uint32_t> collision_streak, remap_generation;  // per slot
+    std::uint32_t ring = 0;      // config.ring, or its default
+    std::vector<Entry> entries;  // two per ring slot
+    std::vector<std::uint32_t> collision_streak, remap_generation;  // per lane
     RunRegistry runs{0, 0};
     PsJobCounters counters;
   };

@@ -14,6 +14,10 @@ namespace atp::engines {
 
 namespace flag = proto::flag;
 
+// A timeout is random loss, not congestion, unless nothing was answered for this many
+// retransmission timeouts (QUIC's persistent congestion, RFC 9002 §7.6).
+constexpr Duration kPersistentCongestion = 3;
+
 void validate(const WorkerConfig& c) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("worker config: " + what); };
   if (c.rack_fan_in == 0 || c.rack_fan_in > proto::kMaxFanIn) bad("rack_fan_in must be 1..32");
@@ -24,9 +28,10 @@ void validate(const WorkerConfig& c) {
     bad("job_workers must be at least rack_fan_in and at most 1024");
   if (c.values_per_packet == 0 || c.values_per_packet > proto::kMaxValues)
     bad("values_per_packet must be 1.." + std::to_string(proto::kMaxValues));
-  if (c.window == 0 || !std::has_single_bit(c.window) || c.window > (1u << 20))
+  if (c.window == 0 || !std::has_single_bit(c.window) || c.window > kMaxRing)
     bad("window must be a power of two up to 2^20");
-  if (c.in_flight > c.window) bad("in_flight must be at most window");
+  if (c.ring != 0 && (!std::has_single_bit(c.ring) || c.ring < c.window || c.ring > kMaxRing))
+    bad("ring must be a power of two from window up to 2^20 (or 0)");
   if (!(c.scale > 0) || !std::isfinite(c.scale)) bad("scale must be a positive finite number");
   if (c.parameter_servers == 0) bad("parameter_servers must be at least 1");
   if (c.min_rto <= 0 || c.max_rto < c.min_rto) bad("need 0 < min_rto <= max_rto");
@@ -37,23 +42,22 @@ void validate(const WorkerConfig& c) {
 }
 
 namespace {
-std::uint32_t in_flight_limit(const WorkerConfig& c) { return c.in_flight ? c.in_flight : c.window; }
 std::uint32_t starting_window(const WorkerConfig& c) {
-  return c.initial_window ? c.initial_window : in_flight_limit(c);
+  return c.initial_window ? c.initial_window : c.window;
 }
 }  // namespace
 
 Worker::Worker(WorkerConfig config)
     : config_((validate(config), config)),
       run_(config.run),
-      cwnd_(starting_window(config), in_flight_limit(config), config.congestion_control),
-      aggregator_window_(starting_window(config), in_flight_limit(config)),
+      cwnd_(starting_window(config), config.window, config.congestion_control),
+      aggregator_window_(starting_window(config), config.window),
       rtt_(config.initial_rto, config.min_rto, config.max_rto),
       quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
-      ring_(config.window),
-      aggregator_of_slot_(config.window) {
-  for (std::uint32_t s = 0; s < config_.window; ++s)
-    aggregator_of_slot_[s] = proto::aggregator_hash(config_.job, s);
+      ring_(ring_or_default(config.window, config.ring)),
+      aggregator_of_lane_(config.window) {
+  for (std::uint32_t lane = 0; lane < aggregator_of_lane_.size(); ++lane)
+    aggregator_of_lane_[lane] = proto::aggregator_hash(config_.job, lane);
 }
 
 std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<float> output,
@@ -131,7 +135,7 @@ std::uint32_t Worker::allowed_in_flight() const {
 
 void Worker::send_new(Time now, Outbox& out) {
   while (!failed() && run_ && next_seq_ != end_seq_ &&
-         seq_distance(next_seq_, base_) < static_cast<std::int32_t>(config_.window) &&
+         seq_distance(next_seq_, base_) < static_cast<std::int32_t>(ring_.size()) &&
          in_flight_ < allowed_in_flight()) {
     while (next_seq_ - tensors_[send_cursor_].first_seq >= tensors_[send_cursor_].fragments)
       ++send_cursor_;
@@ -145,25 +149,12 @@ void Worker::send_new(Time now, Outbox& out) {
     f.count = static_cast<std::uint16_t>(
         std::min<std::size_t>(config_.values_per_packet, t.size - f.offset));
     f.first_sent = now;
+    if (in_flight_ == 0) last_progress_ = now;
     transmit(now, f, false, out);
     ++stats_.fragments_sent;
     ++in_flight_;
     ++next_seq_;
   }
-}
-
-// How long a transmission of `f` waits for its result before it is resent (then doubled per
-// timeout of `f`). A resend of the fragment heading a full ring, which holds up every slot
-// behind it, waits the estimator's timeout without its floor, and at least two smoothed round
-// trips (RACK-TLP's probe timeout): a resend has already flushed its aggregator, so another copy
-// costs one packet to the PS, not an aggregation. Probing every resend, or the head of a ring
-// that still has room, measured slower with several jobs (more flushes where links are shared).
-Duration Worker::timeout_for(const Fragment& f, bool resend) const {
-  const bool stalls_the_ring = f.seq == base_ && next_seq_ - base_ == config_.window;
-  if (!resend || !stalls_the_ring || !rtt_.has_sample()) return rtt_.rto();
-  const Duration probe =
-      std::max<Duration>({2 * rtt_.srtt(), rtt_.srtt() + 4 * rtt_.rttvar(), 1});
-  return std::min(rtt_.rto(), probe);
 }
 
 void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
@@ -175,7 +166,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   h.token = config_.token;
   h.tensor = proto::wire_tensor(*run_, f.tensor->id);
   h.seq = f.seq;
-  h.aggregator = aggregator_of_slot_[f.seq & (config_.window - 1)];
+  h.aggregator = aggregator_of(f.seq);
   h.workers_bitmap = 1u << config_.rank_in_rack;
   h.rack_fan_in = config_.rack_fan_in;
   h.job_fan_in = config_.job_fan_in;
@@ -197,7 +188,8 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   }
   proto::encode(h, packet);
   f.last_sent = now;
-  f.rto_deadline = now + std::min(config_.max_rto, timeout_for(f, resend) << std::min(f.timeouts, 6u));
+  // Each fragment backs off its own timer: random loss is not a wrong round-trip estimate.
+  f.rto_deadline = now + std::min(config_.max_rto, rtt_.rto() << std::min(f.timeouts, 6u));
   const Time due = std::min(f.rto_deadline, f.first_sent + config_.deadline);
   if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
 }
@@ -251,18 +243,20 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
 
   f.acked = true;
   --in_flight_;
+  last_progress_ = now;
   ++stats_.results;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
   if (!f.rtt_ambiguous) rtt_.sample(now - f.first_sent);
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   update_windows(h);
   if (h.has(flag::kRemap)) {
-    aggregator_of_slot_[h.seq & (config_.window - 1)] = h.remap_index;
+    aggregator_of(h.seq) = h.remap_index;
     ++stats_.remaps;
   }
   detect_gaps(now, f, out);
   advance_base();
   send_new(now, out);
+  arm_probe(now);
 }
 
 // Results normally come back in about the order fragments left. A result for fragment `acked`
@@ -305,6 +299,35 @@ void Worker::advance_base() {
   }
 }
 
+Duration Worker::probe_timeout() const {
+  return std::min(rtt_.rto(),
+                  std::max<Duration>({2 * rtt_.srtt(), rtt_.srtt() + 4 * rtt_.rttvar(), 1}));
+}
+
+// A loss among the last fragments sent has no later result to reveal it, so only the timer
+// would, at its floor many round trips away. Two round trips after the last result, the newest
+// unanswered fragment is resent (RACK-TLP, RFC 8985): its answer reveals, by the time rule,
+// every older fragment still missing. Re-armed by every result, so a flowing window is never
+// probed; one probe per silence, then the timers. Armed by results only, not by a submit: at
+// an iteration's start the job's other workers may still be computing, which is not loss.
+void Worker::arm_probe(Time now) {
+  probe_due_.reset();
+  if (in_flight_ > 0 && rtt_.has_sample()) probe_due_ = now + probe_timeout();
+}
+
+void Worker::send_probe(Time now, Outbox& out) {
+  probe_due_.reset();
+  for (std::uint32_t u = next_seq_; u != base_;) {
+    Fragment& f = slot(--u);
+    if (!f.active || f.acked) continue;
+    f.rtt_ambiguous = true;
+    ++f.retransmits;
+    ++stats_.probes;
+    transmit(now, f, true, out);
+    return;
+  }
+}
+
 void Worker::on_timer(Time now, Outbox& out) {
   if (failed()) return;
   if (join_started_) {  // nothing else is in flight until the run is known
@@ -320,6 +343,7 @@ void Worker::on_timer(Time now, Outbox& out) {
     return;
   }
   earliest_timer_stale_ = true;
+  if (probe_due_ && *probe_due_ <= now) send_probe(now, out);
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& f = slot(u);
     if (!f.active || f.acked) continue;
@@ -337,8 +361,10 @@ void Worker::on_timer(Time now, Outbox& out) {
     ++f.timeouts;
     f.rtt_ambiguous = true;
     ++stats_.timeouts;
-    cwnd_.on_loss(u, next_seq_);
-    stats_.window_cuts = cwnd_.decreases();
+    if (now - last_progress_ >= kPersistentCongestion * rtt_.rto()) {
+      cwnd_.on_loss(u, next_seq_);
+      stats_.window_cuts = cwnd_.decreases();
+    }
     transmit(now, f, true, out);
   }
 }
@@ -346,11 +372,17 @@ void Worker::on_timer(Time now, Outbox& out) {
 std::optional<Time> Worker::next_timer() const {
   if (failed()) return std::nullopt;
   if (join_started_) return std::min(join_resend_at_, *join_started_ + config_.deadline);
+  std::optional<Time> fragments = fragment_timer();
+  if (!probe_due_) return fragments;
+  return fragments ? std::min(*fragments, *probe_due_) : *probe_due_;
+}
+
+std::optional<Time> Worker::fragment_timer() const {
   if (!earliest_timer_stale_) return earliest_timer_;
   earliest_timer_stale_ = false;
   std::optional<Time> next;
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
-    const Fragment& f = ring_[u & (config_.window - 1)];
+    const Fragment& f = slot(u);
     if (!f.active || f.acked) continue;
     const Time t = std::min(f.rto_deadline, f.first_sent + config_.deadline);
     if (!next || t < *next) next = t;

@@ -30,13 +30,13 @@ struct WorkerConfig {
   std::uint8_t job_fan_in = 1;   // racks of the job
   std::uint16_t job_workers = 1; // workers of the job in all racks: bounds the int32 sum
   std::uint16_t values_per_packet = 256;  // K
-  // Slots (power of two): the span of seqs outstanding at once, holes included; each slot has
-  // its own aggregator index.
+  // Fragments in flight at most (power of two; the congestion window's ceiling). Seq s uses
+  // aggregator lane s mod window, so the job holds at most this many aggregators.
   std::uint32_t window = 64;
-  // Fragments in flight at most (the congestion window's ceiling; 0: `window`). Below `window`,
-  // the ring keeps moving past a fragment waiting for recovery while the slots behind it
-  // fill (engines.md §3.6), and a job still holds at most about this many aggregators.
-  std::uint32_t in_flight = 0;
+  // Seqs tracked at once, holes included (power of two, at least `window`; 0: 16 windows, see
+  // ring_or_default). Longer than the window, the worker keeps sending past a fragment waiting
+  // for recovery (engines.md §3.6).
+  std::uint32_t ring = 0;
   std::uint32_t initial_window = 0;  // 0: start at the ceiling
   // false: the window stays at the ceiling whatever ECN marks and timeouts say (the baseline
   // the paper's incast experiment compares with).
@@ -72,6 +72,7 @@ enum class AllreduceStatus { pending, done, failed };
   X(fragments_sent, "first transmissions")                                                  \
   X(timeouts, "resends after a retransmission timeout")                                     \
   X(fast_resends, "resends after a sequence gap")                                           \
+  X(probes, "resends of the newest fragment after two round trips without a result")        \
   X(float_fragments, "fragments sent as float32 (overflow or on request)")                  \
   X(results, "results taken")                                                               \
   X(duplicate_results, "results for fragments already done")                                \
@@ -83,6 +84,11 @@ enum class AllreduceStatus { pending, done, failed };
   X(forged, "packets with a wrong token, or not from the uplink")
 
 ATP_COUNTER_STRUCT(WorkerStats, ATP_WORKER_STATS);
+
+// Every resend, whatever found the loss: a timer, a gap or a tail-loss probe.
+inline std::uint64_t retransmissions(const WorkerStats& s) {
+  return s.timeouts + s.fast_resends + s.probes;
+}
 
 class Worker {
  public:
@@ -125,7 +131,7 @@ class Worker {
     std::uint32_t fragments = 0;
     std::uint32_t finished = 0;
   };
-  // One in-flight fragment, kept in the slot seq mod window.
+  // One in-flight fragment, kept in the ring's slot seq mod ring.
   struct Fragment {
     bool active = false;
     bool acked = false;
@@ -145,12 +151,19 @@ class Worker {
   void send_new(Time now, Outbox& out);
   void update_windows(const proto::Header& result);
   std::uint32_t allowed_in_flight() const;
-  Duration timeout_for(const Fragment& f, bool resend) const;
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
   void detect_gaps(Time now, const Fragment& acked, Outbox& out);
   void advance_base();
+  Duration probe_timeout() const;
+  void arm_probe(Time now);
+  void send_probe(Time now, Outbox& out);
+  std::optional<Time> fragment_timer() const;  // the fragments' earliest timer
   void fail(std::string message);
-  Fragment& slot(std::uint32_t seq) { return ring_[seq & (config_.window - 1)]; }
+  Fragment& slot(std::uint32_t seq) { return ring_[seq & (ring_.size() - 1)]; }
+  const Fragment& slot(std::uint32_t seq) const { return ring_[seq & (ring_.size() - 1)]; }
+  std::uint32_t& aggregator_of(std::uint32_t seq) {
+    return aggregator_of_lane_[seq & (config_.window - 1)];
+  }
 
   WorkerConfig config_;
   std::optional<std::uint16_t> run_;
@@ -163,7 +176,7 @@ class Worker {
   RttEstimator rtt_;
   std::int32_t quant_limit_;  // |quantized value| at most this, or the fragment goes as floats
   std::vector<Fragment> ring_;
-  std::vector<std::uint32_t> aggregator_of_slot_;
+  std::vector<std::uint32_t> aggregator_of_lane_;  // window lanes: each one's aggregator index
   std::deque<Tensor> tensors_;  // submitted and not fully finished, oldest first
   std::size_t send_cursor_ = 0; // index in tensors_ of the tensor holding next_seq_
   std::uint32_t next_tensor_id_ = 0;
@@ -171,6 +184,11 @@ class Worker {
   std::uint32_t next_seq_ = 0;  // next fragment to send for the first time
   std::uint32_t end_seq_ = 0;   // one past the last submitted fragment
   std::uint32_t in_flight_ = 0;
+  // The last result, or the send that ended an idle spell: a timeout cuts the congestion
+  // window only after a silence of kPersistentCongestion retransmission timeouts since then.
+  Time last_progress_ = 0;
+  // RACK-TLP's tail-loss probe: due two round trips after the last result.
+  std::optional<Time> probe_due_;
   std::vector<std::uint32_t> completed_;
   // next_timer() is asked after every event, so it returns a cached lower bound (results only
   // ever remove deadlines) and rescans the in-flight fragments only after a timer fired.
