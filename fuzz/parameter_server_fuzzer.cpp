@@ -49,6 +49,8 @@ JobShape make_job(std::uint32_t id, FuzzedDataProvider& in) {
     s.workers += n;
   }
   s.config.window = 1u << in.ConsumeIntegralInRange<unsigned>(0, 2);
+  // A ring of one or two windows: short, so entries are reclaimed often.
+  s.config.ring = s.config.window << in.ConsumeIntegralInRange<unsigned>(0, 1);
   s.config.values_per_packet = kValues;
   s.config.downstream = switch_of(id);
   s.config.pool_size = in.ConsumeBool() ? 8 : 0;
@@ -149,7 +151,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const JobShape& job = jobs[id - 1];
     std::vector<std::uint8_t> packet;
     if (honest) {
-      const auto seq = in.ConsumeIntegralInRange<std::uint32_t>(0, 4 * job.config.window);
+      const auto seq = in.ConsumeIntegralInRange<std::uint32_t>(0, 4 * job.config.ring);
       packet = honest_packet(in, job, seq, in.ConsumeIntegralInRange<std::uint16_t>(0, 1));
     } else {
       packet = fuzzing::next_packet(in, ranges, tokens);
@@ -180,7 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (decodes && h.kind == proto::Kind::join && ps.entries_in_use(id) != held_before)
       std::abort();  // the handshake holds no aggregation state
     for (std::uint32_t j = 1; j <= kJobs; ++j)
-      if (ps.entries_in_use(j) > 2 * jobs[j - 1].config.window) std::abort();
+      if (ps.entries_in_use(j) > 2 * jobs[j - 1].config.ring) std::abort();
     for (const Datagram& d : out.packets()) {
       proto::Header r;
       if (proto::decode(d.bytes, r) != proto::DecodeError::ok || !r.is_downward()) std::abort();
