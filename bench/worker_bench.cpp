@@ -1,6 +1,7 @@
 // The worker engine's cost per byte, next to the least any worker must do: copy its gradient
 // into packets and the result back out (memcpy both ways), measured in the same run. A loop
-// plays the network: every fragment the worker sends comes straight back as its result.
+// plays the network: every fragment the worker sends comes straight back, in place, as its
+// result.
 //
 //   build/bin/worker_bench [MiB] [K]
 #include <chrono>
@@ -21,25 +22,28 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // Sends every fragment of `input` and answers each with a result, until the allreduce is done.
+// The loop plays a network that hands the worker its received datagram in place, as recvmmsg
+// does: each outgoing buffer is turned into its own result (the switch's sum of one worker is
+// its own values) and delivered, while the worker's new sends fill the other outbox.
 double run_worker(std::vector<float>& input, std::vector<float>& output, std::uint16_t k) {
   engines::WorkerConfig c;
   c.values_per_packet = k;
   c.window = 256;
   c.scale = 1 << 20;
   engines::Worker worker(c);
-  Outbox out, replies;
+  Outbox outboxes[2];
+  int sending = 0;
   const auto start = std::chrono::steady_clock::now();
-  worker.submit(0, input, output, out);
-  while (!out.empty()) {
-    replies.clear();
-    for (auto& d : out.packets()) {
-      auto reply = replies.add(d.to, d.bytes.size());
-      std::memcpy(reply.data(), d.bytes.data(), d.bytes.size());
-      reply[1] = proto::flag::kResult;  // the switch's sum of one worker is its own values
-      std::memset(reply.data() + 20, 0, 8);  // no contributor bitmaps on a result
+  worker.submit(0, input, output, outboxes[sending]);
+  while (!outboxes[sending].empty()) {
+    Outbox& arriving = outboxes[sending];
+    sending ^= 1;
+    outboxes[sending].clear();
+    for (auto& d : arriving.packets()) {
+      d.bytes[1] = proto::flag::kResult;
+      std::memset(d.bytes.data() + 20, 0, 8);  // no contributor bitmaps on a result
+      worker.on_packet(0, d.bytes, outboxes[sending]);
     }
-    out.clear();
-    for (auto& r : replies.packets()) worker.on_packet(0, r.bytes, out);
   }
   return seconds_since(start);
 }

@@ -161,7 +161,10 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   proto::Header h;
   h.set(flag::kResend, resend);
   h.next_level = proto::Level::rack;
-  h.ps_index = static_cast<std::uint8_t>(f.seq % config_.parameter_servers);
+  // One PS is the common case; a division per fragment is not free.
+  h.ps_index = config_.parameter_servers == 1
+                   ? 0
+                   : static_cast<std::uint8_t>(f.seq % config_.parameter_servers);
   h.job = config_.job;
   h.token = config_.token;
   h.tensor = proto::wire_tensor(*run_, f.tensor->id);
@@ -267,14 +270,14 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
 //     long before its timer would. Comparing send times, not ages, keeps a stall that delayed
 //     every fragment alike (a slow worker of the job) from looking like loss.
 void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
-  if (config_.reorder_threshold == 0) return;
+  // A later fragment left no earlier than `acked` unless `acked` was sent more than once, so only then can
+  // one qualify; otherwise the scan stops at `acked` and in-order results scan nothing.
+  const std::uint32_t end = acked.rtt_ambiguous ? next_seq_ : acked.seq;
+  if (config_.reorder_threshold == 0 || end == base_) return;
   const auto threshold = static_cast<std::int32_t>(config_.reorder_threshold);
   const Duration reorder_window =
       rtt_.has_sample() ? std::max<Duration>({rtt_.srtt() / 4, 2 * rtt_.rttvar(), 1})
                         : std::numeric_limits<Duration>::max();
-  // A later fragment left no earlier than `acked` unless `acked` was sent more than once, so only then can
-  // one qualify; otherwise the scan stops at `acked` and in-order results scan nothing.
-  const std::uint32_t end = acked.rtt_ambiguous ? next_seq_ : acked.seq;
   for (std::uint32_t u = base_; u != end; ++u) {
     Fragment& g = slot(u);
     if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
