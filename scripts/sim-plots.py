@@ -4,6 +4,7 @@ number of jobs (three policies), versus loss, and versus the aggregator pool siz
 
 Usage: scripts/sim-plots.py [--atp build/bin/atp] [--out docs/figures] [--quick]
        scripts/sim-plots.py --loss-recovery [--out docs/figures]
+       scripts/sim-plots.py --placement [--out docs/figures]
 Needs Debian's python3-matplotlib (scripts/setup.sh --plots installs it).
 Every point is one deterministic `atp sim --json` run; the commands go to <out>/sim-sweeps.json
 (or <out>/loss-recovery.json).
@@ -12,6 +13,12 @@ Every point is one deterministic `atp sim --json` run; the commands go to <out>/
 iterations, both loss models (every link; one worker's link only, the paper's), K = 64 and 256,
 seeds 7-10; the share of the lossless throughput per loss (the iterations after the first: the
 launch's run handshake is not the data path), as JSON and a figure.
+
+--placement: the paper's Fig. 14 in shape instead: 2-8 always-on jobs (no compute) of 2 racks x
+4 workers, 4 MiB x 4 iterations, the pool at 100 % of what static needs (jobs x window 64),
+seeds 5 and 6: static slices against hashed and linear lane placement, each with the PSs'
+remap suggestions (ours) and without (the paper's ATP); mean job steady_gbps, as JSON and a
+figure (<out>/placement.json, placement.png).
 """
 import argparse
 import json
@@ -132,6 +139,48 @@ def loss_recovery(atp, out, quick):
           f"{out}/loss-recovery.png")
 
 
+# The paper's Fig. 14 in shape: always-on jobs, a pool exactly as large as static needs.
+PLACEMENT_BASE = {
+    "racks": 2, "workers-per-rack": 4, "window": 64, "tensor-bytes": 4 << 20, "iterations": 4,
+    "link-gbps": 100, "delay-us": 1, "time-limit-s": 600,
+}
+PLACEMENT_SEEDS = [5, 6]
+PLACEMENTS = {
+    "static": {"policy": "static"},
+    "hash": {"placement": "hash"},
+    "hash, no remaps": {"placement": "hash", "remap-after": 0},
+    "linear": {"placement": "linear"},
+    "linear, no remaps": {"placement": "linear", "remap-after": 0},
+}
+
+
+def placement(atp, out, quick):
+    jobs = [2, 8] if quick else [2, 3, 4, 6, 8]
+    results = {}
+    for name, options in PLACEMENTS.items():
+        points = []
+        for n in jobs:
+            runs = [run(atp, PLACEMENT_BASE, jobs=n, aggregators=64 * n, seed=seed, **options)
+                    for seed in PLACEMENT_SEEDS]
+            points.append({"jobs": n, "runs": runs,
+                           "mean_gbps": sum(r["mean_steady_gbps"] for r in runs) / len(runs)})
+        results[name] = points
+        print(f"{name}: " + " ".join(f"{p['jobs']}={p['mean_gbps']:.1f}" for p in points),
+              flush=True)
+    for name, points in results.items():
+        for p, s in zip(points, results["static"]):
+            p["of_static"] = p["mean_gbps"] / s["mean_gbps"]
+    plot(results, jobs, "always-on jobs (pool = jobs x 64)",
+         "Lane placement at 100 % of the pool (Fig. 14 shape)", f"{out}/placement.png")
+    with open(f"{out}/placement.json", "w") as f:
+        json.dump(results, f, indent=1)
+    inexact = [r["command"] for ps in results.values() for p in ps for r in p["runs"] if not r["exact"]]
+    if inexact:
+        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
+    print(f"all {sum(len(p['runs']) for ps in results.values() for p in ps)} runs exact; "
+          f"{out}/placement.png")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--atp", default="build/bin/atp")
@@ -139,9 +188,13 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer points (smoke run)")
     parser.add_argument("--loss-recovery", action="store_true",
                         help="the loss issue's benchmark instead (see above)")
+    parser.add_argument("--placement", action="store_true",
+                        help="the paper's Fig. 14 in shape instead (see above)")
     args = parser.parse_args()
     if args.loss_recovery:
         return loss_recovery(args.atp, args.out, args.quick)
+    if args.placement:
+        return placement(args.atp, args.out, args.quick)
     policies = ["atp", "static", "none"]
 
     jobs = [1, 2, 4] if args.quick else [1, 2, 3, 4, 6, 8]

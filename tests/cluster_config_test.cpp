@@ -116,6 +116,26 @@ TEST(ClusterConfig, EcnSettingsReachTheSwitchAndTheWorkers) {
   EXPECT_EQ(set.worker_config(1, 0, book).initial_window, 0u);
 }
 
+// A job's ring and lane placement reach its workers and its PS; bad values are refused.
+TEST(ClusterConfig, RingAndPlacementReachTheWorkersAndThePs) {
+  const std::string job = std::string("[[job]]\nid = 1\nparameter_servers = [\"p\"]\n") +
+                          "workers = [{ rack = \"r\", address = \"127.0.0.1:3\" }]\n";
+  runtime::AddressBook book;
+  const auto defaults = ClusterConfig::parse(std::string(kSwitch) + kPs + job);
+  EXPECT_EQ(defaults.worker_config(1, 0, book).ring, 0u);  // 16 windows
+  EXPECT_EQ(defaults.worker_config(1, 0, book).placement, engines::Placement::hash);
+  const auto set = ClusterConfig::parse(std::string(kSwitch) + kPs + job +
+                                        "ring = 256\nplacement = \"linear\"\n");
+  EXPECT_EQ(set.worker_config(1, 0, book).ring, 256u);
+  EXPECT_EQ(set.worker_config(1, 0, book).placement, engines::Placement::linear);
+  EXPECT_EQ(set.server_jobs("p", book).at(0).ring, 256u);
+  EXPECT_NE(set.wire_token(1), defaults.wire_token(1));  // the ring sizes the PS's memory
+  for (const char* bad : {"ring = 32\n", "ring = 100\n", "placement = \"round-robin\"\n"})
+    EXPECT_THROW(ClusterConfig::parse(std::string(kSwitch) + kPs + job + bad),
+                 std::invalid_argument)
+        << bad;
+}
+
 }  // namespace
 }  // namespace atp::control
 

@@ -73,6 +73,28 @@ TEST(Cluster, ThreeJobsShareEightAggregatorsExactlyWithCollisions) {
   EXPECT_GT(collisions, 0u);
 }
 
+// Linear placement puts every job's lanes on the same aggregators: without the PSs' remaps the
+// jobs collide on every lane (the paper's Fig. 14); with them, lanes move apart. Exact either way.
+TEST(Cluster, LinearPlacementCollidesUntilThePsRemapsItsLanes) {
+  Scenario s = small();
+  s.jobs = 2;
+  s.aggregators = 64;
+  s.placement = "linear";
+  s.remap_after = 0;
+  const auto fixed = run(s);
+  s.remap_after = 2;
+  const auto remapped = run(s);
+  std::uint64_t collisions[2] = {0, 0}, remaps[2] = {0, 0};
+  for (int i = 0; i < 2; ++i)
+    for (const auto& j : (i == 0 ? fixed : remapped).jobs) {
+      collisions[i] += j.switches.collisions;
+      remaps[i] += j.ps.remaps;
+    }
+  EXPECT_EQ(remaps[0], 0u);
+  EXPECT_GT(remaps[1], 0u);
+  EXPECT_GT(collisions[0], 2 * collisions[1]);
+}
+
 TEST(Cluster, TwoRacksUseBothLevelsExactly) {
   Scenario s = small();
   s.racks = 2;

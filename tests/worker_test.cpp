@@ -391,6 +391,22 @@ TEST_F(WorkerTest, ARingLongerThanTheWindowLetsTheWorkerSendPastAHole) {
   EXPECT_THROW(Worker{bad}, std::invalid_argument);
 }
 
+// Linear placement: every job's lane l starts at aggregator l (the paper's Fig. 14 strawman);
+// hashed placement spreads jobs over the pool.
+TEST_F(WorkerTest, LinearPlacementUsesTheLaneItself) {
+  WorkerConfig c = small_config();
+  c.placement = Placement::linear;
+  Worker w(c);
+  std::vector<float> big(4 * 12, 1.0f), result(4 * 12);
+  w.submit(0, big, result, out);
+  auto packets = sent();
+  ASSERT_EQ(packets.size(), 4u);
+  for (std::uint32_t i = 0; i < 4; ++i) EXPECT_EQ(header_of(packets[i]).aggregator, i);
+  Placement p;
+  EXPECT_TRUE(parse_placement("hash", p) && p == Placement::hash);
+  EXPECT_FALSE(parse_placement("modulo", p));
+}
+
 TEST_F(WorkerTest, GapInResultsTriggersOneFastResend) {
   std::vector<float> big(4 * 6, 1.0f), result(4 * 6);
   WorkerConfig c = small_config();

@@ -49,6 +49,15 @@ void add_sim_command(CLI::App& app) {
                   "--window; 0: 16 windows): the worker sends on past fragments waiting for "
                   "recovery")
       ->capture_default_str();
+  cmd->add_option("--remap-after", s.remap_after,
+                  "Collided results in a row before a PS moves a lane to another aggregator "
+                  "(0: never; the paper's ATP has no remaps)")
+      ->capture_default_str();
+  cmd->add_option("--placement", s.placement,
+                  "Where each job's lanes start in the pool: hash (ATP) or linear (the same "
+                  "indices for every job: the paper's Fig. 14 strawman)")
+      ->check(CLI::IsMember({"hash", "linear"}))
+      ->capture_default_str();
   cmd->add_flag("--aggregator-window", s.aggregator_window,
                "Workers also keep an A2TP-style aggregator window: halved by results whose seq "
                "met a busy aggregator, never above the congestion window");

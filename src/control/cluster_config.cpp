@@ -197,6 +197,9 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   j.ring = number<std::uint32_t>(t, "ring", 0, where);
   j.congestion_control = boolean(t, "congestion_control", true, where);
   j.aggregator_window = boolean(t, "aggregator_window", false, where);
+  if (t.get("placement") != nullptr &&
+      !engines::parse_placement(text(t, "placement", where), j.placement))
+    fail(where, "placement must be \"hash\" or \"linear\"");
   j.initial_window = number<std::uint32_t>(t, "initial_window", j.initial_window, where);
   j.values_per_packet = number<std::uint16_t>(t, "values_per_packet", 256, where);
   j.scale = number<float>(t, "scale", 0.0f, where);
@@ -491,6 +494,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.ring = job.ring;
   c.congestion_control = job.congestion_control;
   c.aggregator_window = job.aggregator_window;
+  c.placement = job.placement;
   c.initial_window = job.initial_window;
   c.scale = scale_of(job);
   c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());

@@ -70,6 +70,7 @@ struct JobConfig {
   std::uint32_t ring = 0;  // seqs each worker tracks at once (0: 16 windows; engines/common.h)
   bool congestion_control = true;  // false: the workers' windows never shrink (a baseline)
   bool aggregator_window = false;   // the workers' second, collision-driven window (A2TP-style)
+  engines::Placement placement = engines::Placement::hash;  // where its lanes start in the pool
   // Fragments in flight when a worker starts, before slow start (0: the ceiling at once). 16:
   // a job starting on a busy link does not overflow its queue in its first round trip
   // (docs/benchmarks.md: the incast run's shaper drops fall from about 500 to 0).

@@ -24,6 +24,7 @@ struct JobSpec {
   std::uint32_t window = 64;
   std::uint32_t ring = 0;  // 0: ring_or_default
   bool aggregator_window = false;  // the workers' collision-driven second window
+  engines::Placement placement = engines::Placement::hash;
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: chosen from the gradients' magnitude and the job's size
   TrainingPlan plan;
@@ -44,6 +45,7 @@ struct ClusterSpec {
   std::optional<LinkSpec> first_worker_link;
   LinkSpec core_link;  // rack switch <-> PS-rack switch
   engines::WorkerConfig worker_defaults;  // timers and windows; job fields are filled in
+  engines::PsConfig ps;                   // every parameter server's (remap suggestions)
   std::uint64_t seed = 1;
   Duration time_limit = 60 * kSecond;  // simulated; unfinished jobs are reported as such
   // When set, every switch's trace is written there: rack<r>.jsonl and spine.jsonl.

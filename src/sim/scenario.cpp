@@ -28,13 +28,17 @@ std::string Scenario::command_line() const {
   return fmt::format(
       "atp sim {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
       "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} "
-      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}{}{}",
+      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}{}{}{}{}",
       cluster, tensor_bytes, iterations, compute_us, link_gbps, delay_us, loss, reorder,
       duplicate, ecn_threshold, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
       layers.empty() ? "" : " --layers " + layers,
       loss_one_worker > 0 ? fmt::format(" --loss-one-worker {}", loss_one_worker) : "",
       ring > 0 ? fmt::format(" --ring {}", ring) : "",
-      aggregator_window ? " --aggregator-window" : "");
+      aggregator_window ? " --aggregator-window" : "",
+      placement != "hash" ? " --placement " + placement : "",
+      remap_after != engines::PsConfig{}.remap_after
+          ? fmt::format(" --remap-after {}", remap_after)
+          : "");
 }
 
 ClusterSpec to_cluster_spec(const Scenario& s) {
@@ -96,6 +100,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   // Backoff stops at a data-center scale: waiting seconds after a burst of losses only idles.
   spec.worker_defaults.max_rto = 64 * spec.worker_defaults.min_rto;
   spec.worker_defaults.deadline = spec.time_limit;
+  spec.ps.remap_after = s.remap_after;
 
   const std::size_t jobs = spec.cluster ? spec.cluster->jobs().size() : s.jobs;
   for (unsigned j = 0; j < jobs; ++j) {
@@ -109,6 +114,8 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
       job.window = std::min(job.window, std::bit_floor(slice));
     job.ring = s.ring;
     job.aggregator_window = s.aggregator_window;
+    if (!engines::parse_placement(s.placement, job.placement))
+      throw std::invalid_argument("--placement must be hash or linear");
     job.values_per_packet = s.values_per_packet;
     for (std::uint64_t b : tensors) job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
     job.plan.iterations = s.iterations;

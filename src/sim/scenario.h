@@ -21,6 +21,8 @@ struct Scenario {
   std::uint32_t window = 64;
   std::uint32_t ring = 0;  // seqs each worker tracks at once; 0: ring_or_default
   bool aggregator_window = false;  // workers add the collision-driven window (A2TP-style)
+  std::string placement = "hash";  // hash or linear: where each job's lanes start in the pool
+  std::uint32_t remap_after = engines::PsConfig{}.remap_after;  // 0: the PSs suggest no remaps
   std::uint16_t values_per_packet = 256;
   std::uint64_t tensor_bytes = 1 << 20;
   // Per-layer tensors (bytes each), allreduced one after another each iteration; when set,

@@ -41,6 +41,13 @@ void validate(const WorkerConfig& c) {
     bad("join_nonce must be a random, non-zero number when the run is not given");
 }
 
+bool parse_placement(const std::string& text, Placement& out) {
+  if (text == "hash") out = Placement::hash;
+  else if (text == "linear") out = Placement::linear;
+  else return false;
+  return true;
+}
+
 namespace {
 std::uint32_t starting_window(const WorkerConfig& c) {
   return c.initial_window ? c.initial_window : c.window;
@@ -57,7 +64,9 @@ Worker::Worker(WorkerConfig config)
       ring_(ring_or_default(config.window, config.ring)),
       aggregator_of_lane_(config.window) {
   for (std::uint32_t lane = 0; lane < aggregator_of_lane_.size(); ++lane)
-    aggregator_of_lane_[lane] = proto::aggregator_hash(config_.job, lane);
+    aggregator_of_lane_[lane] = config_.placement == Placement::hash
+                                    ? proto::aggregator_hash(config_.job, lane)
+                                    : lane;
 }
 
 std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<float> output,

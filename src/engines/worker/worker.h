@@ -22,6 +22,12 @@
 
 namespace atp::engines {
 
+// Where a job's lanes start in the aggregator pool. `hash`: aggregator_hash(job, lane), so jobs
+// spread over the pool (ATP). `linear`: the lane itself, the same indices for every job (the
+// paper's Fig. 14 strawman: jobs sharing a pool collide on every lane).
+enum class Placement { hash, linear };
+bool parse_placement(const std::string& text, Placement& out);
+
 struct WorkerConfig {
   std::uint32_t job = 0;
   std::uint8_t rack = 0;         // this worker's rack within the job
@@ -37,6 +43,7 @@ struct WorkerConfig {
   // ring_or_default). Longer than the window, the worker keeps sending past a fragment waiting
   // for recovery (engines.md §3.6).
   std::uint32_t ring = 0;
+  Placement placement = Placement::hash;
   std::uint32_t initial_window = 0;  // 0: start at the ceiling
   // false: the window stays at the ceiling whatever ECN marks and timeouts say (the baseline
   // the paper's incast experiment compares with).
