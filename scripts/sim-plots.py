@@ -5,6 +5,8 @@ number of jobs (three policies), versus loss, and versus the aggregator pool siz
 Usage: scripts/sim-plots.py [--atp build/bin/atp] [--out docs/figures] [--quick]
        scripts/sim-plots.py --loss-recovery [--out docs/figures]
        scripts/sim-plots.py --placement [--out docs/figures]
+       scripts/sim-plots.py --two-level [--out docs/figures]
+       scripts/sim-plots.py --incast [--out docs/figures]
 Needs Debian's python3-matplotlib (scripts/setup.sh --plots installs it).
 Every point is one deterministic `atp sim --json` run; the commands go to <out>/sim-sweeps.json
 (or <out>/loss-recovery.json).
@@ -19,6 +21,14 @@ launch's run handshake is not the data path), as JSON and a figure.
 seeds 5 and 6: static slices against hashed and linear lane placement, each with the PSs'
 remap suggestions (ours) and without (the paper's ATP); mean job steady_gbps, as JSON and a
 figure (<out>/placement.json, placement.png).
+
+--two-level: the paper's Fig. 9 in shape: one job of 6 workers in 3 racks, 8 MiB x 4
+iterations; the bytes into its PS with both levels aggregating, and with the PS rack's switch
+only forwarding (--rack-only). JSON only (<out>/two-level.json).
+
+--incast: the paper's Fig. 15 in shape: one job of 8 workers in one rack with half the
+aggregators its window needs (32 for a window of 64), 8 MiB x 6 iterations, 600 us of compute,
+seeds 1-3, with and without congestion control. JSON only (<out>/incast.json).
 """
 import argparse
 import json
@@ -43,7 +53,9 @@ BASE = {
 
 def run(atp, base=None, **overrides):
     args = dict(base or BASE, **overrides)
-    cmd = [atp, "sim", "--json"] + [x for k, v in args.items() for x in (f"--{k}", str(v))]
+    # A value of "" is a flag without a value.
+    cmd = [atp, "sim", "--json"] + [x for k, v in args.items()
+                                    for x in ((f"--{k}",) if v == "" else (f"--{k}", str(v)))]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode not in (0, 1):
         sys.exit(f"sim-plots: {' '.join(cmd)} failed:\n{out.stderr}")
@@ -58,6 +70,7 @@ def run(atp, base=None, **overrides):
         "mean_steady_gbps": sum(j["steady_gbps"] for j in jobs) / len(jobs),
         "in_network": sum(j["fraction_in_network"] for j in jobs) / len(jobs),
         "retransmissions": report["totals"]["retransmissions"],
+        "ps_bytes_in": sum(j["ps_bytes_in"] for j in jobs),
     }
 
 
@@ -181,6 +194,41 @@ def placement(atp, out, quick):
           f"{out}/placement.png")
 
 
+def paper_pairs(atp, out, name, base, variants, seeds):
+    """Runs each variant on every seed; prints and writes the means (JSON only)."""
+    results = {}
+    for variant, options in variants.items():
+        runs = [run(atp, base, seed=seed, **options) for seed in seeds]
+        results[variant] = {
+            "runs": runs,
+            "mean_steady_gbps": sum(r["mean_steady_gbps"] for r in runs) / len(runs),
+            "ps_bytes_in": sum(r["ps_bytes_in"] for r in runs) / len(runs),
+            "retransmissions": sum(r["retransmissions"] for r in runs) / len(runs),
+        }
+        print(f"{name} {variant}: {results[variant]['mean_steady_gbps']:.1f} Gbit/s steady, "
+              f"PS in {results[variant]['ps_bytes_in'] / 1e6:.1f} MB, "
+              f"{results[variant]['retransmissions']:.0f} resends", flush=True)
+    with open(f"{out}/{name}.json", "w") as f:
+        json.dump(results, f, indent=1)
+    inexact = [r["command"] for v in results.values() for r in v["runs"] if not r["exact"]]
+    if inexact:
+        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
+    print(f"all runs exact; {out}/{name}.json")
+
+
+def two_level(atp, out):
+    base = {"racks": 3, "workers-per-rack": 2, "window": 64, "tensor-bytes": 8 << 20,
+            "iterations": 4, "aggregators": 1024, "time-limit-s": 600}
+    paper_pairs(atp, out, "two-level", base, {"two levels": {}, "rack only": {"rack-only": ""}}, [1])
+
+
+def incast(atp, out):
+    base = {"racks": 1, "workers-per-rack": 8, "window": 64, "tensor-bytes": 8 << 20,
+            "iterations": 6, "compute-us": 600, "aggregators": 32, "time-limit-s": 600}
+    paper_pairs(atp, out, "incast", base,
+                {"congestion control": {}, "none": {"no-congestion-control": ""}}, [1, 2, 3])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--atp", default="build/bin/atp")
@@ -190,7 +238,15 @@ def main():
                         help="the loss issue's benchmark instead (see above)")
     parser.add_argument("--placement", action="store_true",
                         help="the paper's Fig. 14 in shape instead (see above)")
+    parser.add_argument("--two-level", action="store_true",
+                        help="the paper's Fig. 9 in shape instead (see above)")
+    parser.add_argument("--incast", action="store_true",
+                        help="the paper's Fig. 15 in shape instead (see above)")
     args = parser.parse_args()
+    if args.two_level:
+        return two_level(args.atp, args.out)
+    if args.incast:
+        return incast(args.atp, args.out)
     if args.loss_recovery:
         return loss_recovery(args.atp, args.out, args.quick)
     if args.placement:

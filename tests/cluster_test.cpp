@@ -276,6 +276,28 @@ TEST(Cluster, CongestedQueuesMarkFragmentsNeverTheRunHandshake) {
   const auto r = run(s);
   EXPECT_GT(r.switches.ecn_marked, 0u);
   EXPECT_GT(r.jobs[0].workers.ecn_marks, 0u);
+  EXPECT_GT(r.jobs[0].workers.window_cuts, 0u);
+  s.no_congestion_control = true;  // the marks arrive, the windows ignore them
+  const auto fixed = run(s);
+  EXPECT_GT(fixed.jobs[0].workers.ecn_marks, 0u);
+  EXPECT_EQ(fixed.jobs[0].workers.window_cuts, 0u);
+}
+
+// Two levels send the PS one sum per seq; with the PS rack's switch only forwarding, each
+// rack's sum arrives apart: three times the packets for a job in three racks.
+TEST(Cluster, TwoLevelAggregationSendsThePsOneSumPerSeq) {
+  Scenario s = small();
+  s.racks = 3;
+  s.workers_per_rack = 2;
+  const auto both = run(s);
+  s.rack_only = true;
+  const auto racks = run(s);
+  const auto& a = both.jobs[0].ps;
+  const auto& b = racks.jobs[0].ps;
+  ASSERT_GT(a.completed, 0u);
+  EXPECT_EQ(a.packets_in - a.joins, a.completed);
+  EXPECT_EQ(b.packets_in - b.joins, 3 * b.completed);
+  EXPECT_GT(b.bytes_in, 2 * a.bytes_in);
 }
 
 // Jobs come and go during a run: each job's switch entries are installed when it arrives and

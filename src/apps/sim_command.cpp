@@ -49,6 +49,12 @@ void add_sim_command(CLI::App& app) {
                   "--window; 0: 16 windows): the worker sends on past fragments waiting for "
                   "recovery")
       ->capture_default_str();
+  cmd->add_flag("--no-congestion-control", s.no_congestion_control,
+               "Workers keep their windows at the ceiling whatever ECN marks and timeouts say "
+               "(the paper's Fig. 15 baseline)");
+  cmd->add_flag("--rack-only", s.rack_only,
+               "The PS rack's switch forwards without aggregating: rack-level aggregation only "
+               "(the paper's Fig. 9 baseline)");
   cmd->add_option("--remap-after", s.remap_after,
                   "Collided results in a row before a PS moves a lane to another aggregator "
                   "(0: never; the paper's ATP has no remaps)")

@@ -46,6 +46,8 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"fraction_in_network", j.fraction_in_network},
         {"iterations", j.iterations},
         {"float_fallbacks", j.ps.float_fallbacks},
+        {"ps_packets_in", j.ps.packets_in},
+        {"ps_bytes_in", j.ps.bytes_in},
         {"results_checked", j.results_checked},
         {"mismatches", j.mismatches},
     });

@@ -25,6 +25,7 @@ struct JobSpec {
   std::uint32_t ring = 0;  // 0: ring_or_default
   bool aggregator_window = false;  // the workers' collision-driven second window
   engines::Placement placement = engines::Placement::hash;
+  bool congestion_control = true;  // false: the workers' windows stay at their ceiling
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: chosen from the gradients' magnitude and the job's size
   TrainingPlan plan;
@@ -38,6 +39,8 @@ struct ClusterSpec {
   std::vector<JobSpec> jobs;
   std::uint32_t pool_size = 1024;  // aggregators per switch
   engines::Policy policy = engines::Policy::atp;
+  // false: the PS rack's switch forwards without aggregating (rack-level aggregation only).
+  bool spine_aggregates = true;
   std::uint8_t parameter_servers = 1;
   LinkSpec host_link;  // worker <-> rack switch, PS <-> PS-rack switch
   // The link of the first job's first worker, when it differs (the paper's loss experiment:

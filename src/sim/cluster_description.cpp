@@ -65,7 +65,7 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     s.level = spine ? proto::Level::spine : proto::Level::rack;
     s.aggregators = spec.pool_size;
     s.values_per_aggregator = width;
-    s.policy = spec.policy;
+    s.policy = spine && !spec.spine_aggregates ? engines::Policy::none : spec.policy;
     s.uplink = spine ? "" : kSpineName;
     switches.push_back(s);
   }
@@ -82,6 +82,7 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     c.initial_window = 0;
     c.aggregator_window = job.aggregator_window;
     c.placement = job.placement;
+    c.congestion_control = job.congestion_control;
     c.values_per_packet = job.values_per_packet;
     c.scale = job.scale;
     c.max_gradient = job.gradients.magnitude;

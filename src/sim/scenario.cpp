@@ -28,7 +28,7 @@ std::string Scenario::command_line() const {
   return fmt::format(
       "atp sim {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
       "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} "
-      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}{}{}{}{}",
+      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}{}{}{}{}{}{}",
       cluster, tensor_bytes, iterations, compute_us, link_gbps, delay_us, loss, reorder,
       duplicate, ecn_threshold, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
       layers.empty() ? "" : " --layers " + layers,
@@ -38,7 +38,8 @@ std::string Scenario::command_line() const {
       placement != "hash" ? " --placement " + placement : "",
       remap_after != engines::PsConfig{}.remap_after
           ? fmt::format(" --remap-after {}", remap_after)
-          : "");
+          : "",
+      no_congestion_control ? " --no-congestion-control" : "", rack_only ? " --rack-only" : "");
 }
 
 ClusterSpec to_cluster_spec(const Scenario& s) {
@@ -101,6 +102,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   spec.worker_defaults.max_rto = 64 * spec.worker_defaults.min_rto;
   spec.worker_defaults.deadline = spec.time_limit;
   spec.ps.remap_after = s.remap_after;
+  spec.spine_aggregates = !s.rack_only;
 
   const std::size_t jobs = spec.cluster ? spec.cluster->jobs().size() : s.jobs;
   for (unsigned j = 0; j < jobs; ++j) {
@@ -114,6 +116,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
       job.window = std::min(job.window, std::bit_floor(slice));
     job.ring = s.ring;
     job.aggregator_window = s.aggregator_window;
+    job.congestion_control = !s.no_congestion_control;
     if (!engines::parse_placement(s.placement, job.placement))
       throw std::invalid_argument("--placement must be hash or linear");
     job.values_per_packet = s.values_per_packet;

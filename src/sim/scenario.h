@@ -23,6 +23,8 @@ struct Scenario {
   bool aggregator_window = false;  // workers add the collision-driven window (A2TP-style)
   std::string placement = "hash";  // hash or linear: where each job's lanes start in the pool
   std::uint32_t remap_after = engines::PsConfig{}.remap_after;  // 0: the PSs suggest no remaps
+  bool no_congestion_control = false;  // workers keep their windows at the ceiling
+  bool rack_only = false;  // the PS rack's switch does not aggregate
   std::uint16_t values_per_packet = 256;
   std::uint64_t tensor_bytes = 1 << 20;
   // Per-layer tensors (bytes each), allreduced one after another each iteration; when set,

@@ -78,6 +78,8 @@ void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, 
   proto::Header h;
   Job* job = admit(packet, from, h);
   if (job == nullptr) return;
+  ++job->counters.packets_in;
+  job->counters.bytes_in += packet.size();
   if (h.kind == proto::Kind::join) return answer_join(*job, h, now, out);
   const ContributorSet who = ContributorSet::of(h, job->full_masks);
   note_moved_on(*job, h, who);

@@ -57,7 +57,9 @@ struct PsConfig {
   X(rejected, "packets that disagree with the job's configuration")                         \
   X(forged, "packets with a wrong token, or not from the job's switch")                     \
   X(joins, "workers asking for their run (retries included)")                               \
-  X(runs_started, "launches after the first: a worker came with a new nonce")
+  X(runs_started, "launches after the first: a worker came with a new nonce")             \
+  X(packets_in, "the job's packets taken in (joins, stale and duplicate ones included)")     \
+  X(bytes_in, "their bytes: the PS's ingress load")
 
 #define ATP_PS_COUNTERS(X)                                                                  \
   X(malformed, "packets that fail decoding")                                                \
