@@ -130,6 +130,8 @@ TEST(ClusterConfig, RingAndPlacementReachTheWorkersAndThePs) {
   EXPECT_EQ(set.worker_config(1, 0, book).placement, engines::Placement::linear);
   EXPECT_EQ(set.server_jobs("p", book).at(0).ring, 256u);
   EXPECT_NE(set.wire_token(1), defaults.wire_token(1));  // the ring sizes the PS's memory
+  EXPECT_THROW(ClusterConfig::parse(std::string(kSwitch) + "aggregators = 8281828\n" + kPs + job),
+               std::invalid_argument);  // 8 GiB of registers (found by the config fuzzer)
   for (const char* bad : {"ring = 32\n", "ring = 100\n", "placement = \"round-robin\"\n"})
     EXPECT_THROW(ClusterConfig::parse(std::string(kSwitch) + kPs + job + bad),
                  std::invalid_argument)
