@@ -74,6 +74,17 @@ def run(atp, base=None, **overrides):
     }
 
 
+def write_checked(out, name, results, runs, shown=None):
+    """Writes <out>/<name>.json; exits naming every inexact run, else says all were exact and
+    where the results are shown (default: that JSON)."""
+    with open(f"{out}/{name}.json", "w") as f:
+        json.dump(results, f, indent=1)
+    inexact = [r["command"] for r in runs if not r["exact"]]
+    if inexact:
+        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
+    print(f"all {len(runs)} runs exact; {shown or f'{out}/{name}.json'}")
+
+
 def sweep(atp, name, xs, key, policies, **fixed):
     series = {}
     for policy in policies:
@@ -143,13 +154,9 @@ def loss_recovery(atp, out, quick):
     fig.tight_layout()
     fig.savefig(f"{out}/loss-recovery.png", dpi=120)
     plt.close(fig)
-    with open(f"{out}/loss-recovery.json", "w") as f:
-        json.dump(results, f, indent=1)
-    inexact = [r["command"] for ps in results.values() for p in ps for r in p["runs"] if not r["exact"]]
-    if inexact:
-        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
-    print(f"all {sum(len(p['runs']) for ps in results.values() for p in ps)} runs exact; "
-          f"{out}/loss-recovery.png")
+    write_checked(out, "loss-recovery", results,
+                  [r for ps in results.values() for p in ps for r in p["runs"]],
+                  f"{out}/loss-recovery.png")
 
 
 # The paper's Fig. 14 in shape: always-on jobs, a pool exactly as large as static needs.
@@ -185,13 +192,9 @@ def placement(atp, out, quick):
             p["of_static"] = p["mean_gbps"] / s["mean_gbps"]
     plot(results, jobs, "always-on jobs (pool = jobs x 64)",
          "Lane placement at 100 % of the pool (Fig. 14 shape)", f"{out}/placement.png")
-    with open(f"{out}/placement.json", "w") as f:
-        json.dump(results, f, indent=1)
-    inexact = [r["command"] for ps in results.values() for p in ps for r in p["runs"] if not r["exact"]]
-    if inexact:
-        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
-    print(f"all {sum(len(p['runs']) for ps in results.values() for p in ps)} runs exact; "
-          f"{out}/placement.png")
+    write_checked(out, "placement", results,
+                  [r for ps in results.values() for p in ps for r in p["runs"]],
+                  f"{out}/placement.png")
 
 
 def paper_pairs(atp, out, name, base, variants, seeds):
@@ -208,12 +211,7 @@ def paper_pairs(atp, out, name, base, variants, seeds):
         print(f"{name} {variant}: {results[variant]['mean_steady_gbps']:.1f} Gbit/s steady, "
               f"PS in {results[variant]['ps_bytes_in'] / 1e6:.1f} MB, "
               f"{results[variant]['retransmissions']:.0f} resends", flush=True)
-    with open(f"{out}/{name}.json", "w") as f:
-        json.dump(results, f, indent=1)
-    inexact = [r["command"] for v in results.values() for r in v["runs"] if not r["exact"]]
-    if inexact:
-        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
-    print(f"all runs exact; {out}/{name}.json")
+    write_checked(out, name, results, [r for v in results.values() for r in v["runs"]])
 
 
 def two_level(atp, out):
@@ -268,14 +266,9 @@ def main():
          f"{args.out}/sim-loss.png")
     plot(results["pool"], pools, "aggregators per switch", "Throughput vs pool (4 jobs)",
          f"{args.out}/sim-pool.png", logx=True)
-    with open(f"{args.out}/sim-sweeps.json", "w") as f:
-        json.dump(results, f, indent=1)
-    inexact = [p["command"] for s in results.values() for ps in s.values() for p in ps
-               if not p["exact"]]
-    if inexact:
-        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
-    print(f"all {sum(len(ps) for s in results.values() for ps in s.values())} runs exact; "
-          f"figures in {args.out}")
+    write_checked(args.out, "sim-sweeps", results,
+                  [p for s in results.values() for ps in s.values() for p in ps],
+                  f"figures in {args.out}")
 
 
 if __name__ == "__main__":

@@ -276,7 +276,7 @@ void ClusterConfig::validate(const std::string& origin) const {
     if (j.id > engines::kMaxSwitchJobId)
       fail(origin, where + ": job ids are 0.." + std::to_string(engines::kMaxSwitchJobId));
     if (j.window == 0 || !std::has_single_bit(j.window)) fail(origin, where + ": window must be a power of two");
-    if (j.ring != 0 && (!std::has_single_bit(j.ring) || j.ring < j.window || j.ring > kMaxRing))
+    if (!valid_ring(j.window, j.ring))
       fail(origin, where + ": ring must be a power of two from window up to 2^20 (or 0)");
     if (j.values_per_packet == 0 || j.values_per_packet > proto::kMaxValues)
       fail(origin, where + ": values_per_packet must be 1..1024");

@@ -30,6 +30,10 @@ inline constexpr Duration kJoinCountsFor = 3 * kJoinRepeatAtMost;
 // 0 in a config: kRingPerWindow windows, at most kMaxRing.
 inline constexpr std::uint32_t kRingPerWindow = 16;
 inline constexpr std::uint32_t kMaxRing = 1u << 20;
+// A configured ring: 0 (the default), or a power of two from `window` up to kMaxRing.
+inline bool valid_ring(std::uint32_t window, std::uint32_t ring) {
+  return ring == 0 || ((ring & (ring - 1)) == 0 && ring >= window && ring <= kMaxRing);
+}
 inline std::uint32_t ring_or_default(std::uint32_t window, std::uint32_t ring) {
   if (ring != 0) return ring;
   return window >= kMaxRing / kRingPerWindow ? kMaxRing : window * kRingPerWindow;

@@ -47,7 +47,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   if (s.racks == 0 || s.racks > 32) bad("--racks must be 1..32");
   if (s.workers_per_rack == 0 || s.workers_per_rack > 32) bad("--workers-per-rack must be 1..32");
   if (s.jobs == 0) bad("--jobs must be at least 1");
-  if (s.ring != 0 && (!std::has_single_bit(s.ring) || s.ring < s.window || s.ring > kMaxRing))
+  if (!valid_ring(s.window, s.ring))
     bad("--ring must be a power of two from --window up to 2^20 (or 0)");
   const std::vector<std::uint64_t> tensors =
       s.layer_bytes.empty() ? std::vector<std::uint64_t>{s.tensor_bytes} : s.layer_bytes;

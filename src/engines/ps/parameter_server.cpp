@@ -24,8 +24,7 @@ void ParameterServer::add_job(PsJob config) {
       throw std::invalid_argument(name + "each rack needs 1..32 workers");
   if (config.window == 0 || !std::has_single_bit(config.window) || config.window > kMaxRing)
     throw std::invalid_argument(name + "window must be a power of two up to 2^20");
-  if (config.ring != 0 && (!std::has_single_bit(config.ring) || config.ring < config.window ||
-                           config.ring > kMaxRing))
+  if (!valid_ring(config.window, config.ring))
     throw std::invalid_argument(name + "ring must be a power of two from window up to 2^20");
   if (config.values_per_packet == 0 || config.values_per_packet > proto::kMaxValues)
     throw std::invalid_argument(name + "values_per_packet must be 1.." +

@@ -30,7 +30,7 @@ void validate(const WorkerConfig& c) {
     bad("values_per_packet must be 1.." + std::to_string(proto::kMaxValues));
   if (c.window == 0 || !std::has_single_bit(c.window) || c.window > kMaxRing)
     bad("window must be a power of two up to 2^20");
-  if (c.ring != 0 && (!std::has_single_bit(c.ring) || c.ring < c.window || c.ring > kMaxRing))
+  if (!valid_ring(c.window, c.ring))
     bad("ring must be a power of two from window up to 2^20 (or 0)");
   if (!(c.scale > 0) || !std::isfinite(c.scale)) bad("scale must be a positive finite number");
   if (c.parameter_servers == 0) bad("parameter_servers must be at least 1");
