@@ -79,6 +79,29 @@ void add_sim_command(CLI::App& app) {
                   "Per-layer tensor bytes, comma-separated (replaces --tensor-bytes)")
       ->delimiter(',');
   cmd->add_option("--iterations", s.iterations, "Training iterations")->capture_default_str();
+  auto* model = cmd->add_option(
+      "--model", s.models,
+      "Train models from the zoo (resnet50, vgg16, bert-base; comma-separated: job j trains "
+      "the (j mod n)-th): their DDP buckets, backward pass overlapping the allreduce, and "
+      "compute time on --gpu replace --tensor-bytes, --layers and --compute-us")
+      ->delimiter(',');
+  cmd->add_option("--model-scale", s.model_scale,
+                  "Divide every model's gradient bytes and compute time by this (their ratio "
+                  "stays; 1: full size)")
+      ->capture_default_str();
+  cmd->add_option("--gpu", s.gpu, "The GPU the models' compute time is for: v100 or a100")
+      ->check(CLI::IsMember({"v100", "a100"}))
+      ->capture_default_str();
+  cmd->add_option("--bucket-bytes", s.bucket_bytes,
+                  "Gradient bucket size before --model-scale (DDP's bucket_cap_mb)")
+      ->capture_default_str();
+  cmd->add_flag("--no-overlap", s.no_overlap,
+                "Allreduce a model's buckets only after the whole backward pass");
+  cmd->add_option("--collective", s.collective,
+                  "atp, or ring: the host-only ring allreduce baseline (NCCL/Horovod-style) on "
+                  "the same links, switches only forwarding")
+      ->check(CLI::IsMember({"atp", "ring"}))
+      ->capture_default_str();
   cmd->add_option("--compute-us", s.compute_us, "Compute time per iteration (us)")
       ->capture_default_str();
   cmd->add_option("--link-gbps", s.link_gbps, "Link rate (Gbit/s)")->capture_default_str();
@@ -117,6 +140,8 @@ void add_sim_command(CLI::App& app) {
                   "Write each switch's trace there (rack<r>.jsonl, spine.jsonl) for `atp trace "
                   "replay` and the P4 conformance harness")
       ->check(CLI::ExistingDirectory);
+  for (const char* name : {"--tensor-bytes", "--layers", "--compute-us"})
+    model->excludes(cmd->get_option(name));
   // The file says these; giving them too would be silently ignored.
   for (const char* name : {"--racks", "--workers-per-rack", "--jobs", "--aggregators",
                            "--window", "--ring", "--values-per-packet", "--policy",

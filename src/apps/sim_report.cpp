@@ -22,6 +22,13 @@ double steady_gbps(const sim::JobReport& j) {
               j.communication_time - j.first_allreduce_time);
 }
 
+// Training as a user sees it, over the iterations after the first (as steady_gbps): 0 with a
+// single iteration.
+double iterations_per_second(const sim::JobReport& j) {
+  if (j.iterations < 2 || j.completion_time <= j.first_iteration_end) return 0;
+  return (j.iterations - 1) / (static_cast<double>(j.completion_time - j.first_iteration_end) / kSecond);
+}
+
 }  // namespace
 
 nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
@@ -36,6 +43,12 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"completion_time_s", static_cast<double>(j.completion_time) / kSecond},
         {"throughput_gbps", throughput_gbps(j)},
         {"steady_gbps", steady_gbps(j)},
+        {"start_s", static_cast<double>(j.start) / kSecond},
+        {"job_completion_time_s", static_cast<double>(j.completion_time - j.start) / kSecond},
+        {"iterations_per_s", iterations_per_second(j)},
+        // At full size: a model scaled down by s runs s times as many iterations per second.
+        {"samples_per_s_per_worker",
+         iterations_per_second(j) * j.samples_per_iteration / j.model_scale},
         {"retransmissions", engines::retransmissions(j.workers)},
         {"timeouts", j.workers.timeouts},
         {"fast_resends", j.workers.fast_resends},

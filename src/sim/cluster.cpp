@@ -7,6 +7,7 @@
 
 #include "sim/cluster_description.h"
 #include "sim/control_plane_node.h"
+#include "sim/ring_allreduce.h"
 
 namespace atp::sim {
 
@@ -34,6 +35,14 @@ void validate(const ClusterSpec& spec) {
       workers += w;
     }
     if (workers == 0) bad(name + "no workers");
+    const TrainingPlan& plan = job.plan;
+    if (!plan.ready.empty()) {
+      if (plan.ready.size() != plan.tensor_sizes.size())
+        bad(name + "one ready time per tensor, or none");
+      if (!std::is_sorted(plan.ready.begin(), plan.ready.end()) || plan.ready.front() < 0 ||
+          plan.ready.back() > plan.compute)
+        bad(name + "ready times must rise from 0 to at most the compute time");
+    }
     if (racks > static_cast<int>(proto::kMaxFanIn)) bad(name + "more than 32 racks");
   }
 }
@@ -63,6 +72,10 @@ class ClusterBuild {
   NodeId add(std::unique_ptr<Node> node, const runtime::Endpoint& address);
   void add_switch(const control::SwitchSpec& s);
   NodeId add_worker(std::size_t j, const engines::WorkerConfig& c, std::uint32_t rank);
+  std::unique_ptr<Collective> collective(std::size_t j, const engines::WorkerConfig& c,
+                                         std::uint32_t rank);
+  void route_to(NodeId worker, NodeId rack_switch);
+  void link_rings();
   void add_server(const std::string& name, const std::string& top_switch);
   void add_job_nodes(std::size_t j);
   void install_jobs();
@@ -81,20 +94,28 @@ class ClusterBuild {
   std::vector<std::unique_ptr<JobVerifier>> verifiers_;
   std::vector<std::vector<TrainingWorkerNode*>> workers_;  // per job index
   std::vector<std::pair<NodeId, TrainingWorkerNode*>> all_workers_;
+  std::vector<std::vector<RingAllreduce*>> rings_;  // per job index: its ring members by rank
+  std::map<NodeId, SwitchNode*> switch_by_id_;
+  std::map<NodeId, NodeId> uplink_of_;  // switch id -> its uplink switch's id
 };
 
 ClusterBuild::ClusterBuild(const ClusterSpec& spec, Simulator& sim)
     : spec_(spec), sim_(sim), config_(spec.cluster ? *spec.cluster : describe(spec)),
-      workers_(spec.jobs.size()) {
+      workers_(spec.jobs.size()), rings_(spec.jobs.size()) {
   auto control = std::make_unique<ControlPlaneNode>();
   control_ = control.get();
   control_id_ = add(std::move(control), control_address());
   for (const auto& s : config_.switches()) add_switch(s);
   for (const auto& s : config_.switches())
-    if (!s.uplink.empty())
-      sim_.connect(switches_.at(s.name).first, switches_.at(s.uplink).first, spec.core_link);
+    if (!s.uplink.empty()) {
+      const NodeId id = switches_.at(s.name).first, up = switches_.at(s.uplink).first;
+      sim_.connect(id, up, spec.core_link);
+      uplink_of_[id] = up;
+      switches_.at(s.name).second->set_default_route(up);
+    }
   // Every node first, then the entries: deriving them looks every member up in the book.
   for (std::size_t j = 0; j < spec.jobs.size(); ++j) add_job_nodes(j);
+  link_rings();
   install_jobs();
 }
 
@@ -112,20 +133,58 @@ void ClusterBuild::add_switch(const control::SwitchSpec& s) {
   const NodeId id = add(std::move(node), s.address);
   raw->set_id(id);
   switches_[s.name] = {id, raw};
+  switch_by_id_[id] = raw;
 }
 
 NodeId ClusterBuild::add_worker(std::size_t j, const engines::WorkerConfig& c,
                                 std::uint32_t rank) {
-  auto node = std::make_unique<TrainingWorkerNode>(c, spec_.jobs[j].plan, rank, *verifiers_[j]);
+  auto node = std::make_unique<TrainingWorkerNode>(collective(j, c, rank), spec_.jobs[j].plan,
+                                                   rank, *verifiers_[j]);
   TrainingWorkerNode* raw = node.get();
   const std::uint32_t id_of_job = job_id(j);
   raw->on_finished([this, id_of_job] { control_->worker_finished(id_of_job); });
   const NodeId id = add(std::move(node), config_.jobs()[j].workers[rank].address);
   const bool first = j == 0 && rank == 0 && spec_.first_worker_link;
   sim_.connect(id, c.uplink, first ? *spec_.first_worker_link : spec_.host_link);
+  route_to(id, c.uplink);
+  if (!rings_[j].empty()) rings_[j].back()->set_self(id);
   workers_[j].push_back(raw);
   all_workers_.emplace_back(id, raw);
   return id;
+}
+
+// ATP's worker engine, or a ring member (linked to its successor once every worker exists).
+std::unique_ptr<Collective> ClusterBuild::collective(std::size_t j, const engines::WorkerConfig& c,
+                                                     std::uint32_t rank) {
+  if (spec_.jobs[j].collective == CollectiveKind::atp) return std::make_unique<AtpCollective>(c);
+  RingConfig ring;
+  ring.rank = rank;
+  ring.workers = c.job_workers;
+  ring.values_per_packet = c.values_per_packet;
+  ring.scale = c.scale;
+  ring.window = c.window;
+  ring.uplink = c.uplink;
+  auto member = std::make_unique<RingAllreduce>(ring);
+  rings_[j].push_back(member.get());
+  return member;
+}
+
+// Every switch from the worker's rack up learns which neighbour leads down to it.
+void ClusterBuild::route_to(NodeId worker, NodeId rack_switch) {
+  NodeId below = worker;
+  for (auto sw = switch_by_id_.find(rack_switch); sw != switch_by_id_.end();) {
+    sw->second->add_route(worker, below);
+    below = sw->first;
+    auto up = uplink_of_.find(sw->first);
+    if (up == uplink_of_.end()) break;
+    sw = switch_by_id_.find(up->second);
+  }
+}
+
+void ClusterBuild::link_rings() {
+  for (std::size_t j = 0; j < rings_.size(); ++j)
+    for (std::size_t r = 0; r < rings_[j].size(); ++r)
+      rings_[j][r]->set_successor(rings_[j][(r + 1) % rings_[j].size()]->self());
 }
 
 // A parameter server on its own host, behind the switch that talks to its first job's PSs.
@@ -194,17 +253,21 @@ JobReport ClusterBuild::job_report(std::size_t j) const {
   JobReport r;
   r.job = id;
   r.iterations = job.plan.iterations;
+  r.start = job.plan.start;
+  r.samples_per_iteration = job.plan.samples_per_iteration;
+  r.model_scale = job.plan.model_scale;
   for (std::size_t size : job.plan.tensor_sizes) r.tensor_bytes += size * 4;
   r.tensor_bytes *= job.plan.iterations;
   r.finished = true;
   Duration communication = 0, first = 0;
   for (const TrainingWorkerNode* w : workers_[j]) {
     r.finished &= w->finished();
-    if (w->failed() && r.error.empty()) r.error = w->worker().error();
+    if (w->failed() && r.error.empty()) r.error = w->collective().error();
     r.completion_time = std::max(r.completion_time, w->finish_time());
+    r.first_iteration_end = std::max(r.first_iteration_end, w->first_iteration_end());
     communication += w->communication_time();
     first += w->first_allreduce_time();
-    engines::add_counters(r.workers, w->worker().stats());
+    engines::add_counters(r.workers, w->collective().stats());
   }
   r.communication_time = communication / static_cast<Duration>(workers_[j].size());
   r.first_allreduce_time = first / static_cast<Duration>(workers_[j].size());

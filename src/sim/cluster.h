@@ -26,6 +26,9 @@ struct JobSpec {
   bool aggregator_window = false;  // the workers' collision-driven second window
   engines::Placement placement = engines::Placement::hash;
   bool congestion_control = true;  // false: the workers' windows stay at their ceiling
+  // ring: the workers allreduce among themselves over a host-only ring (sim/ring_allreduce.h);
+  // the switches only forward its packets and the PSs never see them.
+  CollectiveKind collective = CollectiveKind::atp;
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: chosen from the gradients' magnitude and the job's size
   TrainingPlan plan;
@@ -61,7 +64,11 @@ struct JobReport {
   bool exact = false;  // finished, and every result of every worker matched the exact sum
   std::string error;   // a worker's failure, if any
   std::uint64_t results_checked = 0, mismatches = 0;
+  Time start = 0;            // the first compute phase's start
   Time completion_time = 0;
+  Time first_iteration_end = 0;     // the latest worker's
+  std::uint32_t samples_per_iteration = 0;  // per worker, from the training plan
+  double model_scale = 1;                   // from the training plan
   Duration communication_time = 0;  // mean over workers
   Duration first_allreduce_time = 0;  // mean over workers: the run handshake, windows opening
   std::uint64_t tensor_bytes = 0;   // per worker, all iterations

@@ -2,9 +2,12 @@
 
 #include <cstring>
 
+#include "sim/ring_allreduce.h"
+
 namespace atp::sim {
 
 void SwitchNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {
+  if (std::optional<NodeId> to = ring_destination(bytes)) return forward(sim, *to, bytes);
   const engines::Verdict v = switch_.ingress(bytes, engines::port_of_node(from), sim.now());
   switch (v.action) {
     case engines::Verdict::Action::drop: return;
@@ -22,6 +25,13 @@ void SwitchNode::send_copy(Simulator& sim, engines::Port port, std::span<const s
   copy_.assign(bytes.begin(), bytes.end());
   pipeline().egress(copy_, true);
   sim.send(id_, to, copy_);
+}
+
+// A host-only baseline's packet: no pipeline, no ECN (the baseline has no congestion control).
+void SwitchNode::forward(Simulator& sim, NodeId to, std::span<const std::uint8_t> bytes) {
+  auto route = routes_.find(to);
+  if (route != routes_.end()) return sim.send(id_, route->second, bytes);
+  if (default_route_) sim.send(id_, *default_route_, bytes);
 }
 
 void PsNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {
@@ -55,9 +65,11 @@ bool JobVerifier::check(std::uint32_t iteration, std::uint32_t tensor,
   return exact;
 }
 
-TrainingWorkerNode::TrainingWorkerNode(engines::WorkerConfig config, TrainingPlan plan,
-                                       std::uint32_t job_rank, JobVerifier& verifier)
-    : worker_(config), plan_(std::move(plan)), job_rank_(job_rank), verifier_(verifier) {
+TrainingWorkerNode::TrainingWorkerNode(std::unique_ptr<Collective> collective,
+                                       TrainingPlan plan, std::uint32_t job_rank,
+                                       JobVerifier& verifier)
+    : collective_(std::move(collective)), plan_(std::move(plan)), job_rank_(job_rank),
+      verifier_(verifier) {
   for (std::size_t size : plan_.tensor_sizes) {
     inputs_.emplace_back(size);
     outputs_.emplace_back(size);
@@ -67,61 +79,80 @@ TrainingWorkerNode::TrainingWorkerNode(engines::WorkerConfig config, TrainingPla
 void TrainingWorkerNode::start(Simulator& sim, NodeId self) {
   self_ = self;
   if (plan_.iterations == 0) return;
-  computing_ = true;
-  compute_done_ = sim.now() + plan_.start + plan_.compute;
-  sim.arm_timer(self_, compute_done_);
+  iteration_start_ = sim.now() + plan_.start;
+  flush(sim);
 }
 
-void TrainingWorkerNode::begin_allreduce(Simulator& sim) {
-  computing_ = false;
-  allreduce_started_ = sim.now();
-  tensor_ids_.clear();
-  outstanding_ = inputs_.size();
-  for (std::size_t t = 0; t < inputs_.size(); ++t) {
+Time TrainingWorkerNode::ready_at(std::size_t tensor) const {
+  return iteration_start_ + (plan_.ready.empty() ? plan_.compute : plan_.ready[tensor]);
+}
+
+// Hands the collective every tensor whose gradient is ready by now, in order.
+void TrainingWorkerNode::submit_ready(Simulator& sim) {
+  for (; next_tensor_ < inputs_.size() && ready_at(next_tensor_) <= sim.now(); ++next_tensor_) {
+    const std::size_t t = next_tensor_;
+    if (t == 0) {
+      allreduce_started_ = sim.now();
+      tensor_ids_.clear();
+    }
     verifier_.source().fill(verifier_.job(), job_rank_, iteration_, static_cast<std::uint32_t>(t),
                             inputs_[t]);
-    tensor_ids_.push_back(worker_.submit(sim.now(), inputs_[t], outputs_[t], outbox_));
+    tensor_ids_.push_back(collective_->submit(sim.now(), inputs_[t], outputs_[t], outbox_));
+    ++outstanding_;
   }
-  collect(sim);  // empty tensors finish at once
 }
 
 void TrainingWorkerNode::collect(Simulator& sim) {
-  for (std::uint32_t id : worker_.take_completed()) {
+  for (std::uint32_t id : collective_->take_completed()) {
     const std::size_t t = id - tensor_ids_.front();
     verifier_.check(iteration_, static_cast<std::uint32_t>(t), outputs_[t]);
     --outstanding_;
   }
-  if (outstanding_ > 0 || computing_ || finished()) return;
-  communication_time_ += sim.now() - allreduce_started_;
-  if (iteration_ == 0) first_allreduce_time_ = communication_time_;
+  const bool all_in = next_tensor_ == inputs_.size() && outstanding_ == 0;
+  if (!finished() && all_in && sim.now() >= iteration_start_ + plan_.compute) end_iteration(sim);
+}
+
+void TrainingWorkerNode::end_iteration(Simulator& sim) {
+  if (!inputs_.empty()) communication_time_ += sim.now() - allreduce_started_;
+  if (iteration_ == 0) {
+    first_allreduce_time_ = communication_time_;
+    first_iteration_end_ = sim.now();
+  }
   if (++iteration_ == plan_.iterations) {
     finish_time_ = sim.now();
     if (on_finished_) on_finished_();
     return;
   }
-  computing_ = true;
-  compute_done_ = sim.now() + plan_.compute;
+  iteration_start_ = sim.now();
+  next_tensor_ = 0;
 }
 
 void TrainingWorkerNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) {
-  worker_.on_packet(sim.now(), bytes, outbox_, from);
+  collective_->on_packet(sim.now(), bytes, outbox_, from);
   collect(sim);
   flush(sim);
 }
 
 void TrainingWorkerNode::timer(Simulator& sim) {
-  if (computing_ && sim.now() >= compute_done_) begin_allreduce(sim);
-  worker_.on_timer(sim.now(), outbox_);
+  if (!finished()) submit_ready(sim);
+  collective_->on_timer(sim.now(), outbox_);
   collect(sim);
   flush(sim);
 }
 
-// Sends what the engine queued and re-arms one timer for the engine and the compute phase.
+// Sends what the collective queued and re-arms one timer for the collective, the next
+// gradient to become ready, and the end of compute.
 void TrainingWorkerNode::flush(Simulator& sim) {
   for (auto& d : outbox_.packets()) sim.send(self_, d.to, d.bytes);
   outbox_.clear();
-  std::optional<Time> next = worker_.next_timer();
-  if (computing_ && (!next || compute_done_ < *next)) next = compute_done_;
+  std::optional<Time> next = collective_->next_timer();
+  auto earliest = [&](Time t) {
+    if (!next || t < *next) next = t;
+  };
+  if (!finished()) {
+    if (next_tensor_ < inputs_.size()) earliest(ready_at(next_tensor_));
+    else if (sim.now() < iteration_start_ + plan_.compute) earliest(iteration_start_ + plan_.compute);
+  }
   if (next) sim.arm_timer(self_, *next);
 }
 

@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "engines/switch/switch_pipeline.h"
 #include "engines/worker/worker.h"
 #include "workload/gradients.h"
+#include "sim/collective.h"
 #include "sim/simulator.h"
 
 namespace atp::sim {
@@ -32,13 +35,21 @@ class SwitchNode : public Node {
   const conformance::Trace& trace() const { return switch_.trace(); }
   void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;
   void set_id(NodeId id) { id_ = id; }
+  // Plain forwarding by destination for the host-only baselines' packets (ring allreduce),
+  // which the ATP pipeline never sees: `to` is reached through the neighbour `via`; any
+  // destination without a route goes to the default (the uplink).
+  void add_route(NodeId to, NodeId via) { routes_[to] = via; }
+  void set_default_route(NodeId via) { default_route_ = via; }
 
  private:
   void send_copy(Simulator& sim, engines::Port port, std::span<const std::uint8_t> bytes);
+  void forward(Simulator& sim, NodeId to, std::span<const std::uint8_t> bytes);
 
   conformance::RecordingSwitch switch_;
   std::vector<std::uint8_t> copy_;
   NodeId id_ = 0;
+  std::unordered_map<NodeId, NodeId> routes_;
+  std::optional<NodeId> default_route_;
 };
 
 class PsNode : public Node {
@@ -55,12 +66,20 @@ class PsNode : public Node {
   NodeId id_ = 0;
 };
 
-// What a job's training loop does: `iterations` x (compute, then allreduce every tensor).
+// What a job's training loop does: `iterations` x (compute, allreducing each tensor once its
+// gradient is ready), the next iteration starting when every result is in (DDP: the optimizer
+// step waits for the last bucket).
 struct TrainingPlan {
-  std::vector<std::size_t> tensor_sizes;  // floats per tensor
+  std::vector<std::size_t> tensor_sizes;  // floats per tensor, in the order they are allreduced
+  // When each tensor's gradient is ready, from the iteration's start (the backward pass
+  // overlapping communication). Empty: every tensor is ready when compute ends. Each at most
+  // `compute`, in order.
+  std::vector<Duration> ready;
   std::uint32_t iterations = 1;
   Duration compute = 0;
   Duration start = 0;  // when the job's first compute phase begins
+  std::uint32_t samples_per_iteration = 0;  // per worker (0: not a model's workload)
+  double model_scale = 1;  // how much a model's bytes and compute were scaled down
 };
 
 // Shared by a job's workers: regenerates every worker's gradients to compute the exact sum
@@ -93,8 +112,8 @@ class JobVerifier {
 
 class TrainingWorkerNode : public Node {
  public:
-  TrainingWorkerNode(engines::WorkerConfig config, TrainingPlan plan, std::uint32_t job_rank,
-                     JobVerifier& verifier);
+  TrainingWorkerNode(std::unique_ptr<Collective> collective, TrainingPlan plan,
+                     std::uint32_t job_rank, JobVerifier& verifier);
   // Called once, when the last iteration is done.
   void on_finished(std::function<void()> f) { on_finished_ = std::move(f); }
 
@@ -103,30 +122,35 @@ class TrainingWorkerNode : public Node {
   void timer(Simulator& sim) override;
 
   bool finished() const { return iteration_ == plan_.iterations; }
-  bool failed() const { return worker_.failed(); }
+  bool failed() const { return !collective_->error().empty(); }
   Time finish_time() const { return finish_time_; }
+  Time first_iteration_end() const { return first_iteration_end_; }
+  // From each iteration's first submitted tensor to its last result.
   Duration communication_time() const { return communication_time_; }
   // The first iteration's allreduce: the launch's run handshake, windows still opening.
   Duration first_allreduce_time() const { return first_allreduce_time_; }
-  const engines::Worker& worker() const { return worker_; }
+  Collective& collective() { return *collective_; }
+  const Collective& collective() const { return *collective_; }
 
  private:
-  void begin_allreduce(Simulator& sim);
+  Time ready_at(std::size_t tensor) const;
+  void submit_ready(Simulator& sim);
   void collect(Simulator& sim);
+  void end_iteration(Simulator& sim);
   void flush(Simulator& sim);
 
-  engines::Worker worker_;
+  std::unique_ptr<Collective> collective_;
   TrainingPlan plan_;
   std::uint32_t job_rank_;
   JobVerifier& verifier_;
   Outbox outbox_;
   NodeId self_ = 0;
   std::uint32_t iteration_ = 0;
-  bool computing_ = false;
-  Time compute_done_ = 0, allreduce_started_ = 0, finish_time_ = 0;
+  Time iteration_start_ = 0, allreduce_started_ = 0, finish_time_ = 0, first_iteration_end_ = 0;
   Duration communication_time_ = 0, first_allreduce_time_ = 0;
   std::vector<std::vector<float>> inputs_, outputs_;
   std::vector<std::uint32_t> tensor_ids_;
+  std::size_t next_tensor_ = 0;  // the next to submit this iteration
   std::size_t outstanding_ = 0;
   std::function<void()> on_finished_;
 };

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "sim/rng.h"
+#include "workload/models.h"
 
 namespace atp::sim {
 
@@ -39,8 +40,56 @@ std::string Scenario::command_line() const {
       remap_after != engines::PsConfig{}.remap_after
           ? fmt::format(" --remap-after {}", remap_after)
           : "",
-      no_congestion_control ? " --no-congestion-control" : "", rack_only ? " --rack-only" : "");
+      no_congestion_control ? " --no-congestion-control" : "", rack_only ? " --rack-only" : "") +
+         model_options();
 }
+
+// The options of model workloads and the baseline collective, when they differ from the
+// defaults.
+std::string Scenario::model_options() const {
+  std::string out;
+  if (!models.empty()) {
+    std::string list;
+    for (const auto& m : models) list += (list.empty() ? "" : ",") + m;
+    out += fmt::format(" --model {} --model-scale {} --gpu {} --bucket-bytes {}{}", list,
+                       model_scale, gpu, bucket_bytes, no_overlap ? " --no-overlap" : "");
+  }
+  if (collective != "atp") out += " --collective " + collective;
+  return out;
+}
+
+namespace {
+
+// A model's iteration (workload/models.h) as the training loop's plan.
+void set_model_plan(const Scenario& s, const std::string& model, TrainingPlan& plan) {
+  const workload::Model m = workload::model_named(model);
+  const workload::IterationPlan it = workload::plan_iteration(
+      m, workload::gpu_flops(s.gpu), s.model_scale, s.bucket_bytes, !s.no_overlap);
+  for (const workload::Bucket& b : it.buckets) {
+    plan.tensor_sizes.push_back(static_cast<std::size_t>(b.values));
+    plan.ready.push_back(static_cast<Duration>(b.ready_s * kSecond));
+  }
+  plan.compute = static_cast<Duration>(it.compute_s * kSecond);
+  // Rounding must not put a bucket after the end of compute.
+  for (Duration& r : plan.ready) r = std::min(r, plan.compute);
+  plan.samples_per_iteration = m.batch;
+  plan.model_scale = s.model_scale;
+}
+
+// The baseline collective, and what it cannot do.
+CollectiveKind parse_collective(const Scenario& s) {
+  if (s.collective == "atp") return CollectiveKind::atp;
+  if (s.collective != "ring") throw std::invalid_argument("--collective must be atp or ring");
+  if (s.loss > 0 || s.loss_one_worker > 0 || s.reorder > 0 || s.duplicate > 0)
+    throw std::invalid_argument(
+        "--collective ring assumes a lossless fabric (as NCCL on RoCE does): no --loss, "
+        "--loss-one-worker, --reorder or --duplicate");
+  if (s.overflow_fraction > 0)
+    throw std::invalid_argument("--collective ring carries int32 only: no --overflow-fraction");
+  return CollectiveKind::ring;
+}
+
+}  // namespace
 
 ClusterSpec to_cluster_spec(const Scenario& s) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
@@ -68,6 +117,16 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   finite_in(s.min_rto_us, 0, 1e9, "--min-rto-us must be finite and 0 or more");
   finite_in(s.time_limit_s, 1e-6, 1e7, "--time-limit-s must be finite and positive");
   finite_in(s.arrival_gap_us, 0, 1e12, "--arrival-gap-us must be finite and 0 or more");
+
+  if (!s.models.empty()) {
+    if (!s.layer_bytes.empty() || s.compute_us > 0)
+      bad("--model gives the tensors and the compute time: drop --layers and --compute-us");
+    finite_in(s.model_scale, 1, 1e6, "--model-scale must be in [1, 1e6]");
+    if (s.bucket_bytes < 4) bad("--bucket-bytes must be at least 4");
+    for (const auto& m : s.models) workload::model_named(m);  // names the bad one
+    workload::gpu_flops(s.gpu);
+  }
+  const CollectiveKind collective = parse_collective(s);
 
   ClusterSpec spec;
   if (!s.cluster_file.empty()) spec.cluster = control::ClusterConfig::load(s.cluster_file);
@@ -120,9 +179,15 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     if (!engines::parse_placement(s.placement, job.placement))
       throw std::invalid_argument("--placement must be hash or linear");
     job.values_per_packet = s.values_per_packet;
-    for (std::uint64_t b : tensors) job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
+    job.collective = collective;
     job.plan.iterations = s.iterations;
-    job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
+    if (s.models.empty()) {
+      for (std::uint64_t b : tensors)
+        job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
+      job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
+    } else {
+      set_model_plan(s, s.models[j % s.models.size()], job.plan);
+    }
     // Independent jobs are out of phase: each starts at a seeded offset within one compute
     // phase (all of a job's workers together).
     Rng phase(s.seed * 7919 + j);

@@ -32,6 +32,15 @@ struct Scenario {
   std::vector<std::uint64_t> layer_bytes;
   std::uint32_t iterations = 3;
   double compute_us = 0;
+  // Model workloads (workload/models.h): job j trains models[j mod size], its buckets and
+  // compute time replacing tensor_bytes, layer_bytes and compute_us.
+  std::vector<std::string> models;
+  double model_scale = 64;  // divides every model's bytes and compute time alike
+  std::string gpu = "a100";
+  std::uint64_t bucket_bytes = 25 << 20;  // DDP's bucket_cap_mb
+  bool no_overlap = false;  // every bucket waits for the whole backward pass
+  // atp, or ring: the host-only ring allreduce baseline on the same links.
+  std::string collective = "atp";
   double link_gbps = 100;
   double delay_us = 1;
   double loss = 0;
@@ -52,6 +61,9 @@ struct Scenario {
 
   // The `atp sim ...` command line that runs this scenario.
   std::string command_line() const;
+
+ private:
+  std::string model_options() const;
 };
 
 // Throws std::invalid_argument with a message naming the bad option.
