@@ -32,15 +32,9 @@ seeds 1-3, with and without congestion control. JSON only (<out>/incast.json).
 """
 import argparse
 import json
-import subprocess
 import sys
 
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    sys.exit("sim-plots: needs python3-matplotlib (run: scripts/setup.sh --plots)")
+from simlib import plot, plt, run, write_checked
 
 # A shared cluster: 2 racks, every job has 4 workers in each; jobs compute for about as long
 # as they communicate and start out of phase, as independent tenants do.
@@ -51,64 +45,13 @@ BASE = {
 }
 
 
-def run(atp, base=None, **overrides):
-    args = dict(base or BASE, **overrides)
-    # A value of "" is a flag without a value.
-    cmd = [atp, "sim", "--json"] + [x for k, v in args.items()
-                                    for x in ((f"--{k}",) if v == "" else (f"--{k}", str(v)))]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode not in (0, 1):
-        sys.exit(f"sim-plots: {' '.join(cmd)} failed:\n{out.stderr}")
-    report = json.loads(out.stdout)
-    jobs = report["jobs"]
-    return {
-        "command": " ".join(cmd[0:1] + cmd[1:]),
-        "params": args,
-        "exact": report["totals"]["exact"],
-        "mean_gbps": sum(j["throughput_gbps"] for j in jobs) / len(jobs),
-        # The iterations after the first (without the launch's run handshake).
-        "mean_steady_gbps": sum(j["steady_gbps"] for j in jobs) / len(jobs),
-        "in_network": sum(j["fraction_in_network"] for j in jobs) / len(jobs),
-        "retransmissions": report["totals"]["retransmissions"],
-        "ps_bytes_in": sum(j["ps_bytes_in"] for j in jobs),
-    }
-
-
-def write_checked(out, name, results, runs, shown=None):
-    """Writes <out>/<name>.json; exits naming every inexact run, else says all were exact and
-    where the results are shown (default: that JSON)."""
-    with open(f"{out}/{name}.json", "w") as f:
-        json.dump(results, f, indent=1)
-    inexact = [r["command"] for r in runs if not r["exact"]]
-    if inexact:
-        sys.exit("sim-plots: NOT EXACT:\n" + "\n".join(inexact))
-    print(f"all {len(runs)} runs exact; {shown or f'{out}/{name}.json'}")
-
-
 def sweep(atp, name, xs, key, policies, **fixed):
     series = {}
     for policy in policies:
-        series[policy] = [run(atp, policy=policy, **{key: x}, **fixed) for x in xs]
+        series[policy] = [run(atp, BASE, policy=policy, **{key: x}, **fixed) for x in xs]
         print(f"{name} {policy}: " + " ".join(f"{p['mean_gbps']:.1f}" for p in series[policy]),
               flush=True)
     return series
-
-
-def plot(series, xs, xlabel, title, path, logx=False):
-    fig, ax = plt.subplots(figsize=(5, 3.4))
-    for policy, points in series.items():
-        ax.plot(xs, [p["mean_gbps"] for p in points], marker="o", label=policy)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("mean job throughput (Gbit/s)")
-    ax.set_title(title, fontsize=10)
-    if logx:
-        ax.set_xscale("log", base=2)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 # The loss issue's benchmark: one job alone, so that only loss recovery moves the numbers.

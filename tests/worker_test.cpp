@@ -429,6 +429,34 @@ TEST_F(WorkerTest, GapInResultsTriggersOneFastResend) {
   EXPECT_EQ(wide.stats().fast_resends, 1u);
 }
 
+// With two PS shards, odd seqs go to PS 1: its answers overtaking PS 0's are no sign of loss,
+// but a gap among one shard's own answers still is, once 3 of that shard's later seqs overtook.
+TEST_F(WorkerTest, OnlyAGapWithinOnePsShardTriggersAFastResend) {
+  std::vector<float> big(4 * 16, 1.0f), result(4 * 16);
+  WorkerConfig c = small_config();
+  c.window = c.ring = c.initial_window = 16;
+  c.parameter_servers = 2;
+  Worker wide(c);
+  wide.submit(0, big, result, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 16u);
+  auto answer = [&](std::initializer_list<int> seqs) {
+    for (int i : seqs) {
+      auto r = result_for(frags[i], 8);
+      wide.on_packet(100, r, out);
+    }
+  };
+  answer({0, 1, 3, 5, 7, 9, 11, 13, 15});  // PS 1 answers all; PS 0's 2, 4, ... wait
+  EXPECT_TRUE(sent().empty());
+  answer({4, 6});  // two of PS 0's later seqs overtook 2: not yet a gap
+  EXPECT_TRUE(sent().empty());
+  answer({8});     // the third
+  auto resent = sent();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(header_of(resent[0]).seq, 2u);
+  EXPECT_EQ(wide.stats().fast_resends, 1u);
+}
+
 TEST_F(WorkerTest, EcnHalvesTheWindowAndCleanResultsGrowIt) {
   std::vector<float> big(4 * 8, 1.0f), result(4 * 8);
   w.submit(0, big, result, out);

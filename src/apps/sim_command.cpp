@@ -105,6 +105,10 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--compute-us", s.compute_us, "Compute time per iteration (us)")
       ->capture_default_str();
   cmd->add_option("--link-gbps", s.link_gbps, "Link rate (Gbit/s)")->capture_default_str();
+  cmd->add_option("--core-gbps", s.core_gbps,
+                  "Rate of the links between switches (Gbit/s; 0: --link-gbps); data-center "
+                  "uplinks are usually faster than host links")
+      ->capture_default_str();
   cmd->add_option("--delay-us", s.delay_us, "Propagation delay per link (us)")
       ->capture_default_str();
   cmd->add_option("--loss", s.loss, "Packet loss probability per link")->capture_default_str();

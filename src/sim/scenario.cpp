@@ -55,6 +55,7 @@ std::string Scenario::model_options() const {
                        model_scale, gpu, bucket_bytes, no_overlap ? " --no-overlap" : "");
   }
   if (collective != "atp") out += " --collective " + collective;
+  if (core_gbps > 0) out += fmt::format(" --core-gbps {}", core_gbps);
   return out;
 }
 
@@ -112,6 +113,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     if (!(std::isfinite(v) && v >= low && v <= high)) bad(what);
   };
   finite_in(s.link_gbps, 1e-6, 1e6, "--link-gbps must be a finite rate in (0, 1e6]");
+  finite_in(s.core_gbps, 0, 1e6, "--core-gbps must be a finite rate in [0, 1e6]");
   finite_in(s.delay_us, 0, 1e9, "--delay-us must be finite and 0 or more");
   finite_in(s.compute_us, 0, 1e12, "--compute-us must be finite and 0 or more");
   finite_in(s.min_rto_us, 0, 1e9, "--min-rto-us must be finite and 0 or more");
@@ -147,6 +149,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   link.ecn_bytes = s.ecn_threshold;
   spec.host_link = link;
   spec.core_link = link;
+  if (s.core_gbps > 0) spec.core_link.gbps = s.core_gbps;
   if (s.loss_one_worker > 0) {
     spec.first_worker_link = link;
     spec.first_worker_link->loss = 1 - (1 - s.loss) * (1 - s.loss_one_worker);

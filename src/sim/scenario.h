@@ -42,6 +42,7 @@ struct Scenario {
   // atp, or ring: the host-only ring allreduce baseline on the same links.
   std::string collective = "atp";
   double link_gbps = 100;
+  double core_gbps = 0;  // switch-to-switch links; 0: link_gbps
   double delay_us = 1;
   double loss = 0;
   // Loss on the first job's first worker's link only, both ways (on top of `loss`).

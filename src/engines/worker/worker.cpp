@@ -278,18 +278,23 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
 //     time rule): answers are not that far out of order, and this also catches a lost resend
 //     long before its timer would. Comparing send times, not ages, keeps a stall that delayed
 //     every fragment alike (a slow worker of the job) from looking like loss.
+// Only fragments of the same PS shard count: each shard's results take their own path and
+// queue, so one shard's answers overtaking another's say nothing about loss (as each subflow
+// of a multipath transport keeps its own sequence space).
 void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
   // A later fragment left no earlier than `acked` unless `acked` was sent more than once, so only then can
   // one qualify; otherwise the scan stops at `acked` and in-order results scan nothing.
   const std::uint32_t end = acked.rtt_ambiguous ? next_seq_ : acked.seq;
   if (config_.reorder_threshold == 0 || end == base_) return;
-  const auto threshold = static_cast<std::int32_t>(config_.reorder_threshold);
+  const std::uint32_t shards = config_.parameter_servers;
+  const auto threshold = static_cast<std::int32_t>(config_.reorder_threshold * shards);
   const Duration reorder_window =
       rtt_.has_sample() ? std::max<Duration>({rtt_.srtt() / 4, 2 * rtt_.rttvar(), 1})
                         : std::numeric_limits<Duration>::max();
   for (std::uint32_t u = base_; u != end; ++u) {
     Fragment& g = slot(u);
     if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
+    if (shards > 1 && u % shards != acked.seq % shards) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
     if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
     g.rtt_ambiguous = true;
