@@ -4,6 +4,7 @@ Fig. 13a in shape, and a mixed cluster against the host-only and PS-only baselin
 
 Usage: scripts/multi-tenant.py --fig13a [--out docs/figures] [--atp build/bin/atp]
        scripts/multi-tenant.py --mixed  [--out docs/figures]
+       scripts/multi-tenant.py --fig15  [--out docs/figures]
 
 The fabric: 2 racks, every job with 4 workers in each; 10 Gbit/s host links and 40 Gbit/s
 switch-to-switch links, 5 us per link, so a window of 64 fragments is what a job needs for its
@@ -15,6 +16,10 @@ aggregators static needs for every job's peak (3 x window 64), seeds 21-22, ever
 PS shards (one per worker host, as BytePS, which ATP builds on, colocates them): ATP's dynamic
 policy, static slices (SwitchML-style), and each sharing option; per-worker images/s; and
 ATP and static with a single PS per job (<out>/fig13a.json, fig13a.png).
+
+--fig15: the paper's Fig. 15 in shape: one VGG16 job of 8 workers in one rack with half the
+aggregators its window needs (32 for 64) and one PS, seeds 1-3, with and without congestion
+control; images/s per worker (<out>/fig15.json).
 
 --mixed: 6 jobs (ResNet50, VGG16, BERT-base, twice each) arriving 5 ms apart (scaled time),
 each training 6 iterations on a pool of 256 aggregators; the same cluster with ATP, static
@@ -79,6 +84,19 @@ def fig13a(atp, out):
     write_checked(out, "fig13a", results,
                   [r for ps in results.values() for p in ps for r in p["runs"]],
                   f"{out}/fig13a.png")
+
+
+def fig15(atp, out):
+    base = dict(FABRIC, racks=1, **{"workers-per-rack": 8}, jobs=1, model="vgg16",
+                iterations=4, aggregators=32)
+    results = {}
+    for name, options in {"congestion control": {}, "none": {"no-congestion-control": ""}}.items():
+        runs = [run(atp, base, seed=seed, **options) for seed in (1, 2, 3)]
+        results[name] = {"runs": runs, "images_per_s": mean([r["mean_samples_per_s"] for r in runs]),
+                         "retransmissions": mean([r["retransmissions"] for r in runs])}
+        print(f"{name}: {results[name]['images_per_s']:.1f} images/s per worker, "
+              f"{results[name]['retransmissions']:.0f} resends", flush=True)
+    write_checked(out, "fig15", results, [r for v in results.values() for r in v["runs"]])
 
 
 MODELS = ["resnet50", "vgg16", "bert-base"]
@@ -155,9 +173,12 @@ def main():
     parser.add_argument("--out", default="docs/figures")
     parser.add_argument("--fig13a", action="store_true", help="the paper's Fig. 13a in shape")
     parser.add_argument("--mixed", action="store_true", help="the mixed cluster and baselines")
+    parser.add_argument("--fig15", action="store_true", help="the paper's Fig. 15 in shape")
     args = parser.parse_args()
-    if not (args.fig13a or args.mixed):
-        parser.error("choose --fig13a or --mixed")
+    if not (args.fig13a or args.mixed or args.fig15):
+        parser.error("choose --fig13a, --mixed or --fig15")
+    if args.fig15:
+        fig15(args.atp, args.out)
     if args.fig13a:
         fig13a(args.atp, args.out)
     if args.mixed:

@@ -6,7 +6,6 @@ Usage: scripts/sim-plots.py [--atp build/bin/atp] [--out docs/figures] [--quick]
        scripts/sim-plots.py --loss-recovery [--out docs/figures]
        scripts/sim-plots.py --placement [--out docs/figures]
        scripts/sim-plots.py --two-level [--out docs/figures]
-       scripts/sim-plots.py --incast [--out docs/figures]
 Needs Debian's python3-matplotlib (scripts/setup.sh --plots installs it).
 Every point is one deterministic `atp sim --json` run; the commands go to <out>/sim-sweeps.json
 (or <out>/loss-recovery.json).
@@ -26,9 +25,7 @@ figure (<out>/placement.json, placement.png).
 iterations; the bytes into its PS with both levels aggregating, and with the PS rack's switch
 only forwarding (--rack-only). JSON only (<out>/two-level.json).
 
---incast: the paper's Fig. 15 in shape: one job of 8 workers in one rack with half the
-aggregators its window needs (32 for a window of 64), 8 MiB x 6 iterations, 600 us of compute,
-seeds 1-3, with and without congestion control. JSON only (<out>/incast.json).
+The paper's Fig. 15 (incast) runs a model workload: scripts/multi-tenant.py --fig15.
 """
 import argparse
 import json
@@ -163,13 +160,6 @@ def two_level(atp, out):
     paper_pairs(atp, out, "two-level", base, {"two levels": {}, "rack only": {"rack-only": ""}}, [1])
 
 
-def incast(atp, out):
-    base = {"racks": 1, "workers-per-rack": 8, "window": 64, "tensor-bytes": 8 << 20,
-            "iterations": 6, "compute-us": 600, "aggregators": 32, "time-limit-s": 600}
-    paper_pairs(atp, out, "incast", base,
-                {"congestion control": {}, "none": {"no-congestion-control": ""}}, [1, 2, 3])
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--atp", default="build/bin/atp")
@@ -181,13 +171,9 @@ def main():
                         help="the paper's Fig. 14 in shape instead (see above)")
     parser.add_argument("--two-level", action="store_true",
                         help="the paper's Fig. 9 in shape instead (see above)")
-    parser.add_argument("--incast", action="store_true",
-                        help="the paper's Fig. 15 in shape instead (see above)")
     args = parser.parse_args()
     if args.two_level:
         return two_level(args.atp, args.out)
-    if args.incast:
-        return incast(args.atp, args.out)
     if args.loss_recovery:
         return loss_recovery(args.atp, args.out, args.quick)
     if args.placement:
