@@ -28,8 +28,6 @@ only forwarding (--rack-only). JSON only (<out>/two-level.json).
 The paper's Fig. 15 (incast) runs a model workload: scripts/multi-tenant.py --fig15.
 """
 import argparse
-import json
-import sys
 
 from simlib import plot, plt, run, write_checked
 

@@ -65,7 +65,7 @@ def plot(series, xs, xlabel, title, path, logx=False, key="mean_gbps",
         ax.set_xscale("log", base=2)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -446,7 +446,7 @@ TEST_F(WorkerTest, OnlyAGapWithinOnePsShardTriggersAFastResend) {
       wide.on_packet(100, r, out);
     }
   };
-  answer({0, 1, 3, 5, 7, 9, 11, 13, 15});  // PS 1 answers all; PS 0's 2, 4, ... wait
+  answer({0, 1, 3, 5, 7, 9, 11, 13, 15});  // PS 1 answers all; PS 0's 2, 4, ... are late
   EXPECT_TRUE(sent().empty());
   answer({4, 6});  // two of PS 0's later seqs overtook 2: not yet a gap
   EXPECT_TRUE(sent().empty());

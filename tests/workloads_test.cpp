@@ -4,7 +4,9 @@
 
 #include <stdexcept>
 
+#include "proto/byte_order.h"
 #include "sim/cluster.h"
+#include "sim/ring_allreduce.h"
 #include "sim/scenario.h"
 #include "workload/models.h"
 
@@ -93,7 +95,7 @@ TEST(RingAllreduce, SumsExactlyAcrossRacksForAnySize) {
 
 // Each worker sends 2 (N - 1) / N of the tensor: with 6 workers, 5/3 of what an ATP worker
 // sends, so on the same links the ring takes longer.
-TEST(RingAllreduce, SendsTwiceTheChunksAndTakesLongerThanAtpOnTheSameLinks) {
+TEST(RingAllreduce, SendsTwoNMinusOneChunksPerWorkerAndTakesLongerThanAtp) {
   sim::Scenario ring = ring_scenario();
   ring.tensor_bytes = 1 << 20;
   const auto r = sim::run_cluster(sim::to_cluster_spec(ring));
@@ -120,6 +122,46 @@ TEST(RingAllreduce, RunsBesideAtpJobsAndRefusesALossyFabric) {
   EXPECT_EQ(r.jobs[0].ps.packets_in + r.jobs[2].ps.packets_in, 0u);
   s.loss = 0.01;
   EXPECT_THROW(sim::to_cluster_spec(s), std::invalid_argument);
+}
+
+// A packet naming a step or packet the tensor does not have changes nothing.
+TEST(RingAllreduce, OutOfRangePacketsAreCountedAndIgnored) {
+  sim::RingConfig c;
+  c.rank = 1;
+  c.workers = 3;
+  c.self = 11;
+  c.successor = 12;
+  c.uplink = 5;
+  c.values_per_packet = 4;
+  sim::RingAllreduce ring(c);
+  Outbox out;
+  std::vector<float> in(24, 0.5f), result(24);
+  ring.submit(0, in, result, out);
+  for (std::uint32_t step : {0u, 9u}) {
+    std::vector<std::uint8_t> p(sim::kRingHeaderBytes + 16, 0);
+    proto::store_be32(p.data(), sim::kRingMagic);
+    proto::store_be32(p.data() + 4, 11);                  // to
+    proto::store_be32(p.data() + 8, 10);                  // from
+    proto::store_be32(p.data() + 16, step);               // step 9 > the last (3)
+    proto::store_be32(p.data() + 20, step == 0 ? 7 : 0);  // packet 7 of a 2-packet chunk
+    proto::store_be32(p.data() + 24, 4);                  // count
+    ring.on_packet(0, p, out, 5);
+  }
+  EXPECT_EQ(ring.stats().malformed, 2u);
+  EXPECT_TRUE(ring.take_completed().empty());
+}
+
+// No tensors and no compute: each iteration ends at once, and the job finishes.
+TEST(ModelWorkload, AnIterationWithNothingToDoStillEnds) {
+  sim::Scenario s;
+  s.racks = 1;
+  s.workers_per_rack = 2;
+  sim::ClusterSpec spec = sim::to_cluster_spec(s);
+  spec.jobs[0].plan.tensor_sizes.clear();
+  spec.jobs[0].plan.compute = 0;
+  spec.jobs[0].plan.start = 0;
+  const auto r = sim::run_cluster(spec);
+  EXPECT_TRUE(r.jobs[0].finished);
 }
 
 sim::Scenario model_scenario(const std::string& model) {

@@ -1,5 +1,6 @@
 #include "sim/nodes.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "sim/ring_allreduce.h"
@@ -149,9 +150,11 @@ void TrainingWorkerNode::flush(Simulator& sim) {
   auto earliest = [&](Time t) {
     if (!next || t < *next) next = t;
   };
+  const Time compute_end = iteration_start_ + plan_.compute;
   if (!finished()) {
     if (next_tensor_ < inputs_.size()) earliest(ready_at(next_tensor_));
-    else if (sim.now() < iteration_start_ + plan_.compute) earliest(iteration_start_ + plan_.compute);
+    // Compute still running, or an iteration with nothing left to wait for (no tensors).
+    else if (sim.now() < compute_end || outstanding_ == 0) earliest(std::max(sim.now(), compute_end));
   }
   if (next) sim.arm_timer(self_, *next);
 }

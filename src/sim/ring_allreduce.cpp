@@ -84,7 +84,7 @@ std::uint32_t RingAllreduce::submit(Time, std::span<const float> input, std::spa
       error_.empty())
     error_ = "ring allreduce: a gradient value does not fit int32 at the job's scale (the "
              "ring baseline carries int32 only)";
-  const std::uint32_t predecessor = (config_.rank + config_.workers - 1) % config_.workers;
+  const std::uint32_t predecessor = predecessor_rank();
   for (std::uint32_t step = 0; config_.workers > 1 && step <= last_step_; ++step)
     t.expected += packets_in(t, chunk_sent_at(predecessor, step));
   const std::uint32_t first = chunk_sent_at(config_.rank, 0);
@@ -104,7 +104,9 @@ void RingAllreduce::on_packet(Time, std::span<const std::uint8_t> packet, Outbox
     return;
   }
   if (field(packet, kKind) == kAck) {
-    acknowledged_ = std::max<std::uint64_t>(acknowledged_, field(packet, kCount));
+    // Counts wrap at 2^32: serial-number order, as the window compares them.
+    const std::uint32_t count = field(packet, kCount);
+    if (seq_distance(count, acknowledged_) > 0) acknowledged_ = count;
     pump(out);
     return;
   }
@@ -133,7 +135,11 @@ void RingAllreduce::on_packet(Time, std::span<const std::uint8_t> packet, Outbox
 // queues the same packet of the next step.
 void RingAllreduce::take_data(std::uint32_t id, Tensor& t, std::span<const std::uint8_t> packet) {
   const std::uint32_t step = field(packet, kStep), p = field(packet, kPacket);
-  const std::uint32_t predecessor = (config_.rank + config_.workers - 1) % config_.workers;
+  const std::uint32_t predecessor = predecessor_rank();
+  if (step > last_step_ || p >= packets_in(t, chunk_sent_at(predecessor, step))) {
+    ++stats_.malformed;
+    return;
+  }
   const Span s = packet_span(t, chunk_sent_at(predecessor, step), p);
   if (field(packet, kCount) != s.count || packet.size() != kRingHeaderBytes + 4 * s.count) {
     ++stats_.malformed;
@@ -142,8 +148,9 @@ void RingAllreduce::take_data(std::uint32_t id, Tensor& t, std::span<const std::
   const std::uint8_t* in = packet.data() + kRingHeaderBytes;
   std::uint8_t* sum = t.sum.data() + 4 * s.first;
   if (step + 1 < config_.workers) {
+    // Wrapping, as a switch adds: only a value past the job's scale (reported) can wrap.
     for (std::size_t i = 0; i < s.count; ++i)
-      proto::store_be_i32(sum + 4 * i, proto::load_be_i32(sum + 4 * i) + proto::load_be_i32(in + 4 * i));
+      proto::store_be32(sum + 4 * i, proto::load_be32(sum + 4 * i) + proto::load_be32(in + 4 * i));
   } else {
     std::memcpy(sum, in, 4 * s.count);
   }
@@ -165,7 +172,7 @@ void RingAllreduce::finish(std::uint32_t id, Tensor& t) {
 }
 
 void RingAllreduce::pump(Outbox& out) {
-  while (!sends_.empty() && sent_ - acknowledged_ < config_.window) {
+  while (!sends_.empty() && static_cast<std::uint32_t>(sent_ - acknowledged_) < config_.window) {
     const Send s = sends_.front();
     sends_.pop_front();
     Tensor& t = tensors_.at(s.tensor);
@@ -184,7 +191,7 @@ void RingAllreduce::pump(Outbox& out) {
 
 void RingAllreduce::acknowledge(NodeId to, Outbox& out) {
   std::span<std::uint8_t> p = new_packet(out, config_.uplink, config_.self, to, kAck, 0);
-  proto::store_be32(p.data() + kCount, static_cast<std::uint32_t>(received_from_predecessor_));
+  proto::store_be32(p.data() + kCount, received_from_predecessor_);
 }
 
 std::vector<std::uint32_t> RingAllreduce::take_completed() {

@@ -74,6 +74,7 @@ class RingAllreduce : public Collective {
   Span packet_span(const Tensor& t, std::uint32_t chunk_index, std::uint32_t packet) const;
   std::uint32_t packets_in(const Tensor& t, std::uint32_t chunk_index) const;
   std::uint32_t chunk_sent_at(std::uint32_t rank, std::uint32_t step) const;
+  std::uint32_t predecessor_rank() const { return (config_.rank + config_.workers - 1) % config_.workers; }
   void take_data(std::uint32_t id, Tensor& t, std::span<const std::uint8_t> packet);
   void queue(std::uint32_t id, Tensor& t, std::uint32_t step, std::uint32_t packet);
   void finish(std::uint32_t id, Tensor& t);
@@ -85,7 +86,8 @@ class RingAllreduce : public Collective {
   std::map<std::uint32_t, Tensor> tensors_;  // unfinished, by id
   std::uint32_t next_id_ = 0;
   std::deque<Send> sends_;
-  std::uint64_t sent_ = 0, acknowledged_ = 0, received_from_predecessor_ = 0;
+  // Data packets to the successor and from the predecessor; 32-bit serial numbers, as acks carry.
+  std::uint32_t sent_ = 0, acknowledged_ = 0, received_from_predecessor_ = 0;
   std::vector<std::uint32_t> completed_;
   engines::WorkerStats stats_;
   std::string error_;

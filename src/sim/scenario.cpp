@@ -90,6 +90,45 @@ CollectiveKind parse_collective(const Scenario& s) {
   return CollectiveKind::ring;
 }
 
+// Job j of the scenario: every job alike but for its model, its start and its gradients.
+JobSpec job_spec(const Scenario& s, engines::Policy policy, CollectiveKind collective,
+                 unsigned j) {
+  JobSpec job;
+  job.workers_per_rack.assign(s.racks, static_cast<std::uint8_t>(s.workers_per_rack));
+  job.window = s.window;
+  // SwitchML-style static partitioning sizes each job's window to its slice of the pool,
+  // so a job never collides with itself (and never uses more than its share). The ring
+  // baseline holds no aggregators.
+  const std::uint32_t slice = s.aggregators / s.jobs;
+  if (policy == engines::Policy::static_partition && slice > 0 &&
+      collective == CollectiveKind::atp)
+    job.window = std::min(job.window, std::bit_floor(slice));
+  job.ring = s.ring;
+  job.aggregator_window = s.aggregator_window;
+  job.congestion_control = !s.no_congestion_control;
+  if (!engines::parse_placement(s.placement, job.placement))
+    throw std::invalid_argument("--placement must be hash or linear");
+  job.values_per_packet = s.values_per_packet;
+  job.collective = collective;
+  job.plan.iterations = s.iterations;
+  if (s.models.empty()) {
+    const std::vector<std::uint64_t> tensors =
+        s.layer_bytes.empty() ? std::vector<std::uint64_t>{s.tensor_bytes} : s.layer_bytes;
+    for (std::uint64_t b : tensors) job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
+    job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
+  } else {
+    set_model_plan(s, s.models[j % s.models.size()], job.plan);
+  }
+  // Independent jobs are out of phase: each starts at a seeded offset within one compute
+  // phase (all of a job's workers together).
+  Rng phase(s.seed * 7919 + j);
+  job.plan.start = static_cast<Duration>(j * s.arrival_gap_us * kMicrosecond) +
+                   static_cast<Duration>(phase.uniform() * static_cast<double>(job.plan.compute));
+  job.gradients.seed = s.seed * 1000003 + j;
+  job.gradients.overflow_fraction = s.overflow_fraction;
+  return job;
+}
+
 }  // namespace
 
 ClusterSpec to_cluster_spec(const Scenario& s) {
@@ -167,39 +206,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   spec.spine_aggregates = !s.rack_only;
 
   const std::size_t jobs = spec.cluster ? spec.cluster->jobs().size() : s.jobs;
-  for (unsigned j = 0; j < jobs; ++j) {
-    JobSpec job;
-    job.workers_per_rack.assign(s.racks, static_cast<std::uint8_t>(s.workers_per_rack));
-    job.window = s.window;
-    // SwitchML-style static partitioning sizes each job's window to its slice of the pool,
-    // so a job never collides with itself (and never uses more than its share).
-    const std::uint32_t slice = s.aggregators / s.jobs;
-    if (spec.policy == engines::Policy::static_partition && slice > 0)
-      job.window = std::min(job.window, std::bit_floor(slice));
-    job.ring = s.ring;
-    job.aggregator_window = s.aggregator_window;
-    job.congestion_control = !s.no_congestion_control;
-    if (!engines::parse_placement(s.placement, job.placement))
-      throw std::invalid_argument("--placement must be hash or linear");
-    job.values_per_packet = s.values_per_packet;
-    job.collective = collective;
-    job.plan.iterations = s.iterations;
-    if (s.models.empty()) {
-      for (std::uint64_t b : tensors)
-        job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
-      job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
-    } else {
-      set_model_plan(s, s.models[j % s.models.size()], job.plan);
-    }
-    // Independent jobs are out of phase: each starts at a seeded offset within one compute
-    // phase (all of a job's workers together).
-    Rng phase(s.seed * 7919 + j);
-    job.plan.start = static_cast<Duration>(j * s.arrival_gap_us * kMicrosecond) +
-                     static_cast<Duration>(phase.uniform() * static_cast<double>(job.plan.compute));
-    job.gradients.seed = s.seed * 1000003 + j;
-    job.gradients.overflow_fraction = s.overflow_fraction;
-    spec.jobs.push_back(job);
-  }
+  for (unsigned j = 0; j < jobs; ++j) spec.jobs.push_back(job_spec(s, spec.policy, collective, j));
   return spec;
 }
 

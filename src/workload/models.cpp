@@ -135,18 +135,19 @@ IterationPlan plan_iteration(const Model& model, double gpu_flops_per_s, double 
   const double forward_s = plan.compute_s / 3, backward_s = plan.compute_s - forward_s;
   const std::uint64_t cap = bucket_bytes / 4;
   std::uint64_t bucket = 0, done_macs = 0;
-  double ready = forward_s;
+  double bucket_ready = forward_s;  // when the bucket's last gradient so far is ready
   auto close = [&] {
     if (bucket == 0) return;
     const auto values = static_cast<std::uint64_t>(std::ceil(static_cast<double>(bucket) / scale));
-    plan.buckets.push_back({values, overlap ? ready : plan.compute_s});
+    plan.buckets.push_back({values, overlap ? bucket_ready : plan.compute_s});
     bucket = 0;
   };
   for (auto l = model.layers.rbegin(); l != model.layers.rend(); ++l) {
-    if (bucket > 0 && bucket + l->parameters > cap) close();
     done_macs += l->forward_macs * model.batch;
-    ready = forward_s + backward_s * static_cast<double>(done_macs) / macs;
+    if (l->parameters == 0) continue;  // backward time, but no gradient
+    if (bucket > 0 && bucket + l->parameters > cap) close();
     bucket += l->parameters;
+    bucket_ready = forward_s + backward_s * static_cast<double>(done_macs) / macs;
   }
   close();
   return plan;

@@ -48,7 +48,8 @@ struct IterationPlan {
 // Forward costs 1/3 of an iteration's FLOPs and backward 2/3 (2 x MACs per FLOP pair, the
 // usual 3x-forward rule). Layers finish backward in reverse order, each taking its share of
 // the backward time by MACs; consecutive layers fill buckets of up to `bucket_bytes` (DDP's
-// bucket_cap_mb, 25 MiB by default). `scale` divides every layer's size and the compute time
+// bucket_cap_mb, 25 MiB by default; unlike DDP, a bucket closes before it would pass the cap,
+// a layer larger than the cap goes alone, and there is no smaller first bucket). `scale` divides every layer's size and the compute time
 // alike: a model scaled down keeps its ratio of communication to compute.
 // With overlap = false, every bucket is ready when the backward pass ends.
 IterationPlan plan_iteration(const Model& model, double gpu_flops_per_s, double scale,

@@ -332,16 +332,22 @@ void Worker::arm_probe(Time now) {
   if (in_flight_ > 0 && rtt_.has_sample()) probe_due_ = now + probe_timeout();
 }
 
+// The newest unanswered fragment of each PS shard: gap detection looks within a shard only, so
+// one shard's answer cannot reveal another's tail loss.
 void Worker::send_probe(Time now, Outbox& out) {
   probe_due_.reset();
-  for (std::uint32_t u = next_seq_; u != base_;) {
+  const std::uint32_t shards = config_.parameter_servers;
+  std::vector<bool> probed(shards, false);
+  std::uint32_t left = shards;
+  for (std::uint32_t u = next_seq_; u != base_ && left > 0;) {
     Fragment& f = slot(--u);
-    if (!f.active || f.acked) continue;
+    if (!f.active || f.acked || probed[u % shards]) continue;
+    probed[u % shards] = true;
+    --left;
     f.rtt_ambiguous = true;
     ++f.retransmits;
     ++stats_.probes;
     transmit(now, f, true, out);
-    return;
   }
 }
 
