@@ -522,7 +522,7 @@ TEST_F(WorkerTest, AggregatorWindowFollowsCollidedResultsUnderTheCongestionWindo
   WorkerConfig c = small_config();
   c.aggregator_window = true;
   Worker aw(c);
-  std::vector<float> big(8 * 4, 1.0f), result(8 * 4);
+  std::vector<float> big(16 * 4, 1.0f), result(16 * 4);
   aw.submit(0, big, result, out);
   auto frags = sent();
   ASSERT_EQ(frags.size(), 4u);  // initial_window 4
@@ -530,7 +530,8 @@ TEST_F(WorkerTest, AggregatorWindowFollowsCollidedResultsUnderTheCongestionWindo
   EXPECT_EQ(aw.stats().collided_results, 4u);
   EXPECT_LT(aw.aggregator_window(), 4.0);  // a round of collided results
   EXPECT_EQ(aw.congestion_window(), 8.0);  // the links are fine: slow start to the ceiling
-  EXPECT_EQ(sent().size(), 3u);  // what the aggregator window allows, not the congestion one
+  // Less than the congestion window's 8 in flight, but no less than half of it.
+  EXPECT_EQ(sent().size(), 4u);
 }
 
 TEST_F(WorkerTest, FloatRequestResendsAsFloat32) {

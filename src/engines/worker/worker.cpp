@@ -139,7 +139,8 @@ void Worker::update_windows(const proto::Header& result) {
 
 std::uint32_t Worker::allowed_in_flight() const {
   if (!config_.aggregator_window) return cwnd_.allowed();
-  return std::min(cwnd_.allowed(), aggregator_window_.allowed());
+  const auto floor = static_cast<std::uint32_t>(kAggregatorWindowFloor * cwnd_.allowed());
+  return std::min(cwnd_.allowed(), std::max(floor, aggregator_window_.allowed()));
 }
 
 void Worker::send_new(Time now, Outbox& out) {
