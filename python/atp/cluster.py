@@ -253,6 +253,8 @@ def cluster_file(topo, args, policy):
                   f'parameter_servers = ["ps{j + 1}"]']
         if args.no_congestion_control:
             lines.append("congestion_control = false")
+        if args.aggregator_window:
+            lines.append("aggregator_window = true")
         lines.append("workers = [")
         for k in range(workers):
             r, h = topo.place(k)
@@ -438,6 +440,7 @@ def run_point(args, systems, progress=None):
               "kernel_ecn_qdisc": topo.ecn_qdisc or None, "ce_mark": args.ce_mark,
               "ecn_backlog_kb": args.ecn_backlog_kb,
               "ecn_receive_backlog_kb": args.ecn_receive_backlog_kb, "congestion_control": not args.no_congestion_control,
+              "aggregator_window": args.aggregator_window,
               "tcp_flow": args.tcp_flow, "systems": results}
     if "atp" in results:
         atp = results["atp"]["mean_job_algbw_gbps"]
@@ -541,6 +544,9 @@ def add_common(p, sweep):
                         "are then reported as unchecked")
     p.add_argument("--no-congestion-control", action="store_true",
                    help="ATP workers keep their window at its ceiling (the incast baseline)")
+    p.add_argument("--aggregator-window", action="store_true",
+                   help="ATP workers also keep the A2TP-style aggregator window (collisions "
+                        "shrink it, down to half the congestion window; docs/engines.md)")
     p.add_argument("--ce-mark", type=float, default=0.0,
                    help="share of ATP packets entering each switch that iptables marks CE")
     p.add_argument("--tcp-flow", action="store_true",

@@ -40,6 +40,21 @@ class ClusterSmoke(unittest.TestCase):
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn(cluster.PREFIX, listing)  # torn down
 
+    def test_the_aggregator_window_reaches_the_workers_and_stays_exact(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "report.json")
+            # Two jobs on 8 aggregators for windows of 16: their seqs collide.
+            run = subprocess.run([ATP, "cluster", "run", "--racks", "1", "--workers", "2", "--jobs",
+                                  "2", "--rate-mbit", "100", "--floats", "100000", "--iterations",
+                                  "2", "--systems", "atp", "--aggregators", "8", "--window", "16",
+                                  "--aggregator-window", "--json", out],
+                                 capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            with open(out) as f:
+                report = json.load(f)
+        self.assertTrue(report["aggregator_window"])
+        self.assertTrue(report["systems"]["atp"]["exact"], report["systems"]["atp"])
+
     def test_loss_in_the_switches_is_recovered_exactly(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "report.json")
