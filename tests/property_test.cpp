@@ -42,6 +42,15 @@ Scenario random_scenario(std::uint64_t seed) {
   // Drawn last so the draws above stay what they were for every seed: sometimes a ring of
   // one, two or four windows instead of the default sixteen.
   if (rng.chance(0.3)) s.ring = s.window << rng.below(3);
+  // Then, sometimes: the collision-driven aggregator window, and a model's buckets ready
+  // during the backward pass (scaled down 2^14-2^16: a few KB of gradients, microseconds of
+  // compute) instead of one tensor.
+  s.aggregator_window = rng.chance(0.3);
+  if (rng.chance(0.25)) {
+    static const char* models[] = {"resnet50", "vgg16", "bert-base"};
+    s.models = {models[rng.below(3)]};
+    s.model_scale = static_cast<double>(1u << (14 + rng.below(3)));
+  }
   return s;
 }
 
