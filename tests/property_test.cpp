@@ -43,13 +43,14 @@ Scenario random_scenario(std::uint64_t seed) {
   // one, two or four windows instead of the default sixteen.
   if (rng.chance(0.3)) s.ring = s.window << rng.below(3);
   // Then, sometimes: the collision-driven aggregator window, and a model's buckets ready
-  // during the backward pass (scaled down 2^14-2^16: a few KB of gradients, microseconds of
-  // compute) instead of one tensor.
+  // during the backward pass instead of one tensor, scaled down 2^16-2^18 (at most about
+  // 2,100 values per iteration, no more than the single tensors above; microseconds of
+  // compute).
   s.aggregator_window = rng.chance(0.3);
   if (rng.chance(0.25)) {
     static const char* models[] = {"resnet50", "vgg16", "bert-base"};
     s.models = {models[rng.below(3)]};
-    s.model_scale = static_cast<double>(1u << (14 + rng.below(3)));
+    s.model_scale = static_cast<double>(1u << (16 + rng.below(3)));
   }
   return s;
 }
