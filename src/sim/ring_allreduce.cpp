@@ -38,11 +38,10 @@ std::optional<NodeId> ring_destination(std::span<const std::uint8_t> packet) {
 }
 
 RingAllreduce::RingAllreduce(RingConfig config)
-    : config_(config), last_step_(2 * (config.workers - 1) - 1) {
+    : config_(config), steps_(2 * (config.workers - 1)) {
   if (config_.workers == 0 || config_.rank >= config_.workers || config_.values_per_packet == 0 ||
       config_.window == 0 || !(config_.scale > 0))
     throw std::invalid_argument("ring allreduce: bad configuration");
-  if (config_.workers == 1) last_step_ = 0;
 }
 
 // Chunk i of N: values [i * c, min((i + 1) * c, n)) with c = ceil(n / N).
@@ -85,10 +84,10 @@ std::uint32_t RingAllreduce::submit(Time, std::span<const float> input, std::spa
     error_ = "ring allreduce: a gradient value does not fit int32 at the job's scale (the "
              "ring baseline carries int32 only)";
   const std::uint32_t predecessor = predecessor_rank();
-  for (std::uint32_t step = 0; config_.workers > 1 && step <= last_step_; ++step)
+  for (std::uint32_t step = 0; step < steps_; ++step)
     t.expected += packets_in(t, chunk_sent_at(predecessor, step));
   const std::uint32_t first = chunk_sent_at(config_.rank, 0);
-  for (std::uint32_t p = 0; config_.workers > 1 && p < packets_in(t, first); ++p)
+  for (std::uint32_t p = 0; steps_ > 0 && p < packets_in(t, first); ++p)
     queue(id, t, 0, p);
   std::vector<std::vector<std::uint8_t>> early = std::move(t.early);
   for (const auto& packet : early) take_data(id, t, packet);
@@ -136,7 +135,7 @@ void RingAllreduce::on_packet(Time, std::span<const std::uint8_t> packet, Outbox
 void RingAllreduce::take_data(std::uint32_t id, Tensor& t, std::span<const std::uint8_t> packet) {
   const std::uint32_t step = field(packet, kStep), p = field(packet, kPacket);
   const std::uint32_t predecessor = predecessor_rank();
-  if (step > last_step_ || p >= packets_in(t, chunk_sent_at(predecessor, step))) {
+  if (step >= steps_ || p >= packets_in(t, chunk_sent_at(predecessor, step))) {
     ++stats_.malformed;
     return;
   }
@@ -155,7 +154,7 @@ void RingAllreduce::take_data(std::uint32_t id, Tensor& t, std::span<const std::
     std::memcpy(sum, in, 4 * s.count);
   }
   ++t.received;
-  if (step < last_step_) queue(id, t, step + 1, p);
+  if (step + 1 < steps_) queue(id, t, step + 1, p);
 }
 
 void RingAllreduce::queue(std::uint32_t id, Tensor& t, std::uint32_t step, std::uint32_t packet) {

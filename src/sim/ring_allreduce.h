@@ -82,7 +82,7 @@ class RingAllreduce : public Collective {
   void acknowledge(NodeId to, Outbox& out);
 
   RingConfig config_;
-  std::uint32_t last_step_;  // 2 (N - 1) - 1
+  std::uint32_t steps_;  // 2 (N - 1): N - 1 adding, N - 1 copying; none alone
   std::map<std::uint32_t, Tensor> tensors_;  // unfinished, by id
   std::uint32_t next_id_ = 0;
   std::deque<Send> sends_;

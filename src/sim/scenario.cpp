@@ -1,6 +1,7 @@
 #include "sim/scenario.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <bit>
@@ -13,11 +14,7 @@
 namespace atp::sim {
 
 std::string Scenario::command_line() const {
-  std::string layers;
-  for (std::uint64_t b : layer_bytes) {
-    if (!layers.empty()) layers += ',';
-    layers += std::to_string(b);
-  }
+  const std::string layers = fmt::format("{}", fmt::join(layer_bytes, ","));
   // A cluster file stands for the options that describe the cluster.
   const std::string cluster =
       cluster_file.empty()
@@ -49,10 +46,9 @@ std::string Scenario::command_line() const {
 std::string Scenario::model_options() const {
   std::string out;
   if (!models.empty()) {
-    std::string list;
-    for (const auto& m : models) list += (list.empty() ? "" : ",") + m;
-    out += fmt::format(" --model {} --model-scale {} --gpu {} --bucket-bytes {}{}", list,
-                       model_scale, gpu, bucket_bytes, no_overlap ? " --no-overlap" : "");
+    out += fmt::format(" --model {} --model-scale {} --gpu {} --bucket-bytes {}{}",
+                       fmt::join(models, ","), model_scale, gpu, bucket_bytes,
+                       no_overlap ? " --no-overlap" : "");
   }
   if (collective != "atp") out += " --collective " + collective;
   if (core_gbps > 0) out += fmt::format(" --core-gbps {}", core_gbps);
@@ -60,6 +56,11 @@ std::string Scenario::model_options() const {
 }
 
 namespace {
+
+// Bytes of each tensor a job allreduces per iteration, without a model.
+std::vector<std::uint64_t> tensor_bytes_of(const Scenario& s) {
+  return s.layer_bytes.empty() ? std::vector<std::uint64_t>{s.tensor_bytes} : s.layer_bytes;
+}
 
 // A model's iteration (workload/models.h) as the training loop's plan.
 void set_model_plan(const Scenario& s, const std::string& model, TrainingPlan& plan) {
@@ -112,9 +113,8 @@ JobSpec job_spec(const Scenario& s, engines::Policy policy, CollectiveKind colle
   job.collective = collective;
   job.plan.iterations = s.iterations;
   if (s.models.empty()) {
-    const std::vector<std::uint64_t> tensors =
-        s.layer_bytes.empty() ? std::vector<std::uint64_t>{s.tensor_bytes} : s.layer_bytes;
-    for (std::uint64_t b : tensors) job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
+    for (std::uint64_t b : tensor_bytes_of(s))
+      job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
     job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
   } else {
     set_model_plan(s, s.models[j % s.models.size()], job.plan);
@@ -138,9 +138,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   if (s.jobs == 0) bad("--jobs must be at least 1");
   if (!valid_ring(s.window, s.ring))
     bad("--ring must be a power of two from --window up to 2^20 (or 0)");
-  const std::vector<std::uint64_t> tensors =
-      s.layer_bytes.empty() ? std::vector<std::uint64_t>{s.tensor_bytes} : s.layer_bytes;
-  for (std::uint64_t b : tensors)
+  for (std::uint64_t b : tensor_bytes_of(s))
     if (b % 4 != 0) bad("--tensor-bytes and --layers must be multiples of 4 (float32 values)");
   if (s.parameter_servers == 0 || s.parameter_servers > 255)
     bad("--parameter-servers must be 1..255");

@@ -171,10 +171,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   proto::Header h;
   h.set(flag::kResend, resend);
   h.next_level = proto::Level::rack;
-  // One PS is the common case; a division per fragment is not free.
-  h.ps_index = config_.parameter_servers == 1
-                   ? 0
-                   : static_cast<std::uint8_t>(f.seq % config_.parameter_servers);
+  h.ps_index = static_cast<std::uint8_t>(shard_of(f.seq));
   h.job = config_.job;
   h.token = config_.token;
   h.tensor = proto::wire_tensor(*run_, f.tensor->id);
@@ -287,15 +284,15 @@ void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
   // one qualify; otherwise the scan stops at `acked` and in-order results scan nothing.
   const std::uint32_t end = acked.rtt_ambiguous ? next_seq_ : acked.seq;
   if (config_.reorder_threshold == 0 || end == base_) return;
-  const std::uint32_t shards = config_.parameter_servers;
-  const auto threshold = static_cast<std::int32_t>(config_.reorder_threshold * shards);
+  const auto threshold =
+      static_cast<std::int32_t>(config_.reorder_threshold * config_.parameter_servers);
   const Duration reorder_window =
       rtt_.has_sample() ? std::max<Duration>({rtt_.srtt() / 4, 2 * rtt_.rttvar(), 1})
                         : std::numeric_limits<Duration>::max();
   for (std::uint32_t u = base_; u != end; ++u) {
     Fragment& g = slot(u);
     if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
-    if (shards > 1 && u % shards != acked.seq % shards) continue;
+    if (shard_of(u) != shard_of(acked.seq)) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
     if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
     g.rtt_ambiguous = true;
@@ -337,13 +334,12 @@ void Worker::arm_probe(Time now) {
 // one shard's answer cannot reveal another's tail loss.
 void Worker::send_probe(Time now, Outbox& out) {
   probe_due_.reset();
-  const std::uint32_t shards = config_.parameter_servers;
-  std::vector<bool> probed(shards, false);
-  std::uint32_t left = shards;
+  std::vector<bool> probed(config_.parameter_servers, false);
+  std::uint32_t left = config_.parameter_servers;
   for (std::uint32_t u = next_seq_; u != base_ && left > 0;) {
     Fragment& f = slot(--u);
-    if (!f.active || f.acked || probed[u % shards]) continue;
-    probed[u % shards] = true;
+    if (!f.active || f.acked || probed[shard_of(u)]) continue;
+    probed[shard_of(u)] = true;
     --left;
     f.rtt_ambiguous = true;
     ++f.retransmits;

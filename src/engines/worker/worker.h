@@ -178,6 +178,11 @@ class Worker {
   std::uint32_t& aggregator_of(std::uint32_t seq) {
     return aggregator_of_lane_[seq & (config_.window - 1)];
   }
+  // The PS shard that sums `seq`. One PS is the common case; a division per fragment is not
+  // free.
+  std::uint32_t shard_of(std::uint32_t seq) const {
+    return config_.parameter_servers == 1 ? 0 : seq % config_.parameter_servers;
+  }
 
   WorkerConfig config_;
   std::optional<std::uint16_t> run_;
