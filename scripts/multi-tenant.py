@@ -30,7 +30,7 @@ completion time; the mean over jobs of ATP's speed over each baseline's
 """
 import argparse
 
-from simlib import plot, plt, run, write_checked
+from simlib import plot, plt, run, variants_over_seeds, write_checked
 
 FABRIC = {
     "racks": 2, "workers-per-rack": 4, "window": 64, "values-per-packet": 256,
@@ -80,14 +80,8 @@ def fig13a(atp, out):
 def fig15(atp, out):
     base = dict(FABRIC, racks=1, **{"workers-per-rack": 8}, jobs=1, model="vgg16",
                 iterations=4, aggregators=32)
-    results = {}
-    for name, options in {"congestion control": {}, "none": {"no-congestion-control": ""}}.items():
-        runs = [run(atp, base, seed=seed, **options) for seed in (1, 2, 3)]
-        results[name] = {"runs": runs, "images_per_s": mean([r["mean_samples_per_s"] for r in runs]),
-                         "retransmissions": mean([r["retransmissions"] for r in runs])}
-        print(f"{name}: {results[name]['images_per_s']:.1f} images/s per worker, "
-              f"{results[name]['retransmissions']:.0f} resends", flush=True)
-    write_checked(out, "fig15", results, [r for v in results.values() for r in v["runs"]])
+    variants_over_seeds(atp, out, "fig15", base,
+                        {"congestion control": {}, "none": {"no-congestion-control": ""}}, [1, 2, 3])
 
 
 MODELS = ["resnet50", "vgg16", "bert-base"]

@@ -29,7 +29,7 @@ The paper's Fig. 15 (incast) runs a model workload: scripts/multi-tenant.py --fi
 """
 import argparse
 
-from simlib import plot, plt, run, write_checked
+from simlib import plot, plt, run, variants_over_seeds, write_checked
 
 # A shared cluster: 2 racks, every job has 4 workers in each; jobs compute for about as long
 # as they communicate and start out of phase, as independent tenants do.
@@ -135,27 +135,10 @@ def placement(atp, out, quick):
                   f"{out}/placement.png")
 
 
-def paper_pairs(atp, out, name, base, variants, seeds):
-    """Runs each variant on every seed; prints and writes the means (JSON only)."""
-    results = {}
-    for variant, options in variants.items():
-        runs = [run(atp, base, seed=seed, **options) for seed in seeds]
-        results[variant] = {
-            "runs": runs,
-            "mean_steady_gbps": sum(r["mean_steady_gbps"] for r in runs) / len(runs),
-            "ps_bytes_in": sum(r["ps_bytes_in"] for r in runs) / len(runs),
-            "retransmissions": sum(r["retransmissions"] for r in runs) / len(runs),
-        }
-        print(f"{name} {variant}: {results[variant]['mean_steady_gbps']:.1f} Gbit/s steady, "
-              f"PS in {results[variant]['ps_bytes_in'] / 1e6:.1f} MB, "
-              f"{results[variant]['retransmissions']:.0f} resends", flush=True)
-    write_checked(out, name, results, [r for v in results.values() for r in v["runs"]])
-
-
 def two_level(atp, out):
     base = {"racks": 3, "workers-per-rack": 2, "window": 64, "tensor-bytes": 8 << 20,
             "iterations": 4, "aggregators": 1024, "time-limit-s": 600}
-    paper_pairs(atp, out, "two-level", base, {"two levels": {}, "rack only": {"rack-only": ""}}, [1])
+    variants_over_seeds(atp, out, "two-level", base, {"two levels": {}, "rack only": {"rack-only": ""}}, [1])
 
 
 def main():

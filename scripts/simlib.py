@@ -69,3 +69,21 @@ def plot(series, xs, xlabel, title, path, logx=False, key="mean_gbps",
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+MEANS = ["mean_steady_gbps", "mean_samples_per_s", "ps_bytes_in", "retransmissions"]
+
+
+def variants_over_seeds(atp, out, name, base, variants, seeds):
+    """Runs each variant on every seed; prints the means and writes them to <out>/<name>.json."""
+    results = {}
+    for variant, options in variants.items():
+        runs = [run(atp, base, seed=seed, **options) for seed in seeds]
+        results[variant] = dict({"runs": runs},
+                                **{k: sum(r[k] for r in runs) / len(runs) for k in MEANS})
+        m = results[variant]
+        samples = f"{m['mean_samples_per_s']:.1f} samples/s per worker, " if m["mean_samples_per_s"] else ""
+        print(f"{name} {variant}: {samples}{m['mean_steady_gbps']:.1f} Gbit/s steady, "
+              f"PS in {m['ps_bytes_in'] / 1e6:.1f} MB, {m['retransmissions']:.0f} resends",
+              flush=True)
+    write_checked(out, name, results, [r for v in results.values() for r in v["runs"]])
