@@ -13,6 +13,8 @@ void add_check_command(CLI::App& app);
 void add_cluster_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
 void add_p4_command(CLI::App& app);
+void add_controller_command(CLI::App& app);
+void add_job_command(CLI::App& app);
 
 // The exit code the subcommand that ran asked for.
 int exit_code();

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   atp::apps::add_cluster_command(app);
   atp::apps::add_trace_command(app);
   atp::apps::add_p4_command(app);
+  atp::apps::add_controller_command(app);
+  atp::apps::add_job_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -166,6 +166,7 @@ SwitchSpec parse_switch(const toml::table& t, const std::string& origin) {
   s.ecn_receive_backlog_bytes =
       number<std::uint32_t>(t, "ecn_receive_backlog_bytes", s.ecn_receive_backlog_bytes, where);
   s.p4 = parse_p4_wiring(t, where);
+  s.control = text(t, "control", where, false);
   return s;
 }
 
@@ -174,6 +175,7 @@ ServerSpec parse_server(const toml::table& t, const std::string& origin) {
   s.name = text(t, "name", origin + " [[ps]]");
   const std::string where = origin + " ps '" + s.name + "'";
   s.address = runtime::Endpoint::parse_or_throw(text(t, "address", where), where + " address");
+  s.control = text(t, "control", where, false);
   return s;
 }
 
@@ -214,6 +216,7 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   const auto token = number<std::uint64_t>(t, "token", 0, where);
   if (token > 0xFFFFFFFFu) fail(where, "token must fit 32 bits");
   j.token = static_cast<std::uint32_t>(token);
+  j.static_aggregators = number<std::uint32_t>(t, "static_aggregators", 0, where);
   if (const auto* servers = t.get_as<toml::array>("parameter_servers"))
     for (const auto& s : *servers)
       if (auto name = s.value<std::string>()) j.parameter_servers.push_back(*name);
@@ -221,17 +224,27 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   return j;
 }
 
-}  // namespace
-
-ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::string& origin) {
-  toml::table root;
+toml::table parse_toml(const std::string& toml_text, const std::string& origin) {
   try {
-    root = toml::parse(toml_text, origin);
+    return toml::parse(toml_text, origin);
   } catch (const toml::parse_error& e) {
     std::ostringstream msg;
     msg << e.description() << " (line " << e.source().begin.line << ")";
     fail(origin, msg.str());
   }
+}
+
+std::vector<JobConfig> parse_jobs(const toml::table& root, const std::string& origin) {
+  std::vector<JobConfig> jobs;
+  if (const auto* entries = array(root, "job"))
+    for (const auto& node : *entries) jobs.push_back(parse_job(entry_table(node, origin, "job"), origin));
+  return jobs;
+}
+
+}  // namespace
+
+ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::string& origin) {
+  const toml::table root = parse_toml(toml_text, origin);
   std::vector<SwitchSpec> switches;
   std::vector<ServerSpec> servers;
   std::vector<JobConfig> jobs;
@@ -241,9 +254,42 @@ ClusterConfig ClusterConfig::parse(const std::string& toml_text, const std::stri
   if (const auto* entries = array(root, "ps"))
     for (const auto& node : *entries)
       servers.push_back(parse_server(entry_table(node, origin, "ps"), origin));
-  if (const auto* entries = array(root, "job"))
-    for (const auto& node : *entries) jobs.push_back(parse_job(entry_table(node, origin, "job"), origin));
-  return from_parts(std::move(switches), std::move(servers), std::move(jobs), origin);
+  return from_parts(std::move(switches), std::move(servers), parse_jobs(root, origin), origin);
+}
+
+ClusterConfig ClusterConfig::with_jobs_from(const std::string& jobs_toml,
+                                            const std::string& origin) const {
+  const toml::table root = parse_toml(jobs_toml, origin);
+  for (const auto& [key, node] : root)
+    if (key.str() != "job") fail(origin, "only [[job]] tables belong here, not '" + std::string(key.str()) + "'");
+  return from_parts(switches_, servers_, parse_jobs(root, origin), origin);
+}
+
+std::string default_control_socket(const std::string& name) { return "/tmp/atp-" + name + ".sock"; }
+
+std::string job_toml(const JobConfig& job) {
+  toml::array servers, workers;
+  for (const auto& ps : job.parameter_servers) servers.push_back(ps);
+  for (const auto& w : job.workers)
+    workers.push_back(toml::table{{"rack", w.rack}, {"address", w.address.str()}});
+  toml::table t{{"id", job.id},
+                {"window", job.window},
+                {"ring", job.ring},
+                {"congestion_control", job.congestion_control},
+                {"aggregator_window", job.aggregator_window},
+                {"placement", engines::to_string(job.placement)},
+                {"initial_window", job.initial_window},
+                {"values_per_packet", job.values_per_packet},
+                {"scale", static_cast<double>(job.scale)},
+                {"max_gradient", static_cast<double>(job.max_gradient)},
+                {"deadline_ms", job.deadline / kMillisecond},
+                {"token", job.token},
+                {"static_aggregators", job.static_aggregators},
+                {"parameter_servers", servers},
+                {"workers", workers}};
+  std::ostringstream out;
+  out << toml::table{{"job", toml::array{t}}} << "\n";
+  return out.str();
 }
 
 ClusterConfig ClusterConfig::from_parts(std::vector<SwitchSpec> switches,
@@ -253,6 +299,10 @@ ClusterConfig ClusterConfig::from_parts(std::vector<SwitchSpec> switches,
   c.switches_ = std::move(switches);
   c.servers_ = std::move(servers);
   c.jobs_ = std::move(jobs);
+  for (auto& s : c.switches_)
+    if (s.control.empty()) s.control = default_control_socket(s.name);
+  for (auto& s : c.servers_)
+    if (s.control.empty()) s.control = default_control_socket(s.name);
   c.validate(origin);
   return c;
 }
@@ -293,6 +343,9 @@ void ClusterConfig::validate(const std::string& origin) const {
     if (p.racks.size() > 1 && spine_of(j) == nullptr)
       fail(origin, where + ": workers in several racks need their rack switches to share a "
                            "level-2 uplink");
+    for (const auto& s : switches_)
+      if (j.static_aggregators > s.aggregators / s.threads && serves(s, j))
+        fail(origin, where + ": static_aggregators beyond switch '" + s.name + "'s pool per thread");
   }
 }
 
@@ -400,6 +453,22 @@ engines::SwitchConfig ClusterConfig::switch_config(const std::string& name) cons
           static_cast<std::uint16_t>(s.values_per_aggregator / s.passes), s.policy, s.passes};
 }
 
+namespace {
+// One switch thread's pool in runs, in job order: a job naming `static_aggregators` gets that
+// many, the others equal shares of the rest (validate() checked that the named ones fit).
+void cut_static_slices(std::uint32_t pool, const std::vector<engines::SwitchJob*>& jobs) {
+  std::uint32_t named = 0, unnamed = 0;
+  for (const auto* j : jobs) (j->static_count > 0 ? named += j->static_count : ++unnamed);
+  const std::uint32_t share = unnamed == 0 ? 0 : (pool - std::min(named, pool)) / unnamed;
+  std::uint32_t first = 0;
+  for (auto* j : jobs) {
+    if (j->static_count == 0) j->static_count = share;
+    j->static_first = first;
+    first += j->static_count;
+  }
+}
+}  // namespace
+
 std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& name,
                                                            runtime::AddressBook& book) const {
   const SwitchSpec& me = switch_named(name);
@@ -411,6 +480,7 @@ std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& na
     sj.token = wire_token(job.id);
     sj.window = job.window;
     sj.multicast_group = engines::multicast_group_of_job(job.id);
+    sj.static_count = job.static_aggregators;
     auto port = [&](const runtime::Endpoint& e) { return engines::port_of_node(book.id_of(e)); };
     std::vector<engines::Port> servers;
     for (const auto& ps : job.parameter_servers) servers.push_back(port(server_named(ps).address));
@@ -439,12 +509,7 @@ std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& na
     for (auto& sj : out)
       if (thread_of(name, sj.job) == t) mine.push_back(&sj);
     if (mine.empty()) continue;
-    const std::uint32_t slice =
-        me.aggregators / me.threads / static_cast<std::uint32_t>(mine.size());
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-      mine[i]->static_first = static_cast<std::uint32_t>(i) * slice;
-      mine[i]->static_count = slice;
-    }
+    cut_static_slices(me.aggregators / me.threads, mine);
   }
   return out;
 }

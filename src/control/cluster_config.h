@@ -52,12 +52,18 @@ struct SwitchSpec {
   std::uint32_t ecn_backlog_bytes = 128 << 10;
   std::uint32_t ecn_receive_backlog_bytes = 1 << 20;
   P4Wiring p4;  // keys `mac` and `ports`; empty for a software switch
+  // The daemon's control socket (`atp ctl`, the controller): default /tmp/atp-NAME.sock.
+  std::string control;
 };
 
 struct ServerSpec {
   std::string name;
   runtime::Endpoint address;
+  std::string control;  // as SwitchSpec::control
 };
+
+// Where a daemon named `name` listens for control requests when the file does not say.
+std::string default_control_socket(const std::string& name);
 
 struct WorkerSpec {
   std::string rack;  // name of its level-1 switch
@@ -82,7 +88,13 @@ struct JobConfig {
   std::vector<WorkerSpec> workers;  // job rank = position
   Duration deadline = 30 * kSecond;
   std::uint32_t token = 0;  // the job's secret; every packet carries it
+  // Static policy: aggregators this job holds on each switch thread it uses (0: an equal share
+  // of the pool with the file's other jobs that name none).
+  std::uint32_t static_aggregators = 0;
 };
+
+// The job as a `[[job]]` table of a cluster file: what parse() reads back to the same job.
+std::string job_toml(const JobConfig& job);
 
 class ClusterConfig {
  public:
@@ -92,6 +104,9 @@ class ClusterConfig {
   // A description built in code (the simulator's), checked like a file.
   static ClusterConfig from_parts(std::vector<SwitchSpec> switches, std::vector<ServerSpec> servers,
                                   std::vector<JobConfig> jobs, const std::string& origin);
+  // This fabric (switches and servers) with the jobs of `jobs_toml` ([[job]] tables only) in
+  // place of its own: how a daemon reads a job the controller admits. Throws like parse().
+  ClusterConfig with_jobs_from(const std::string& jobs_toml, const std::string& origin) const;
 
   const std::vector<SwitchSpec>& switches() const { return switches_; }
   const std::vector<ServerSpec>& servers() const { return servers_; }

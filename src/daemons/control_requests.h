@@ -3,6 +3,8 @@
 //   {"cmd":"list"}                              -> {"ok":true,"jobs":[...]}
 //   {"cmd":"stats"}                             -> {"ok":true,"stats":{...}}
 //   {"cmd":"admit","config":PATH,"job":ID}      -> installs job ID as that cluster file derives it
+//   {"cmd":"admit","jobs":TOML,"job":ID}        -> the same from [[job]] tables over the daemon's
+//                                                  own fabric (what the controller sends)
 //   {"cmd":"remove","job":ID}                   -> removes it (a switch frees its aggregators)
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,8 +24,11 @@ nlohmann::json answer_control(Daemon& daemon, const nlohmann::json& request) {
     return {{"ok", false}, {"error", "no job " + std::to_string(job)}};
   }
   if (cmd == "admit") {
-    daemon.admit(control::ClusterConfig::load(request.at("config").get<std::string>()),
-                 request.at("job").get<std::uint32_t>());
+    const auto job = request.at("job").get<std::uint32_t>();
+    if (request.contains("jobs"))
+      daemon.admit(daemon.fabric().with_jobs_from(request.at("jobs").get<std::string>(), "admit"), job);
+    else
+      daemon.admit(control::ClusterConfig::load(request.at("config").get<std::string>()), job);
     return {{"ok", true}};
   }
   return {{"ok", false}, {"error", "unknown command '" + cmd + "' (list, stats, admit, remove)"}};

@@ -6,7 +6,7 @@
 namespace atp::daemons {
 
 PsDaemon::PsDaemon(const control::ClusterConfig& config, const std::string& name)
-    : name_(name), address_(config.server_named(name).address), socket_(address_) {
+    : fabric_(config), name_(name), address_(config.server_named(name).address), socket_(address_) {
   for (auto& job : config.server_jobs(name, book_)) {
     jobs_.push_back(job.job);
     add_job(std::move(job));

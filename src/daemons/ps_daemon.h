@@ -18,6 +18,8 @@ class PsDaemon {
   nlohmann::json stats() const;
   const runtime::Endpoint& address() const { return address_; }
   const std::string& name() const { return name_; }
+  // The cluster file it was started from: the fabric the controller's jobs are read over.
+  const control::ClusterConfig& fabric() const { return fabric_; }
 
   // Control plane, no restart needed (see control_requests.h).
   std::vector<std::uint32_t> job_ids() const { return jobs_; }
@@ -28,6 +30,7 @@ class PsDaemon {
   void add_job(engines::PsJob job);
   void on_readable();
 
+  control::ClusterConfig fabric_;
   std::string name_;
   runtime::Endpoint address_;
   runtime::AddressBook book_;

@@ -8,7 +8,7 @@ constexpr engines::Port kStrangerPort = 0xFFFF;
 }  // namespace
 
 SwitchDaemon::SwitchDaemon(const control::ClusterConfig& config, const std::string& name)
-    : name_(name), address_(config.switch_named(name).address),
+    : fabric_(config), name_(name), address_(config.switch_named(name).address),
       ecn_backlog_bytes_(config.switch_named(name).ecn_backlog_bytes),
       ecn_receive_backlog_bytes_(config.switch_named(name).ecn_receive_backlog_bytes) {
   const unsigned threads = config.switch_named(name).threads;

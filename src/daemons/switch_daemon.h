@@ -29,6 +29,8 @@ class SwitchDaemon {
   nlohmann::json stats() const;
   const runtime::Endpoint& address() const { return address_; }
   const std::string& name() const { return name_; }
+  // The cluster file it was started from: the fabric the controller's jobs are read over.
+  const control::ClusterConfig& fabric() const { return fabric_; }
 
   // Control plane, no restart needed (see control_requests.h). Thread-safe. Admitting never
   // changes a running job's entry: under the static policy the new job gets a free run of
@@ -60,6 +62,7 @@ class SwitchDaemon {
   void install(Shard& shard, engines::SwitchJob job);
   Shard* shard_of_job(std::uint32_t job) const;
 
+  control::ClusterConfig fabric_;
   std::string name_;
   runtime::Endpoint address_;
   std::uint32_t ecn_backlog_bytes_, ecn_receive_backlog_bytes_;

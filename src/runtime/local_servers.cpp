@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -105,6 +106,10 @@ nlohmann::json control_request(const std::string& path, const nlohmann::json& re
     ::close(fd);
     throw std::system_error(e, std::generic_category(), "connect " + path);
   }
+  // A daemon that stopped (SIGSTOP, a hung host) must not hang its caller (the controller).
+  const timeval patience{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
   write_all(fd, request.dump() + "\n", 0);
   std::string reply;
   char buffer[4096];

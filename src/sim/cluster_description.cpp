@@ -89,7 +89,7 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     c.deadline = spec.worker_defaults.deadline;
     c.token = job_token(spec.seed, j);
     for (unsigned p = 0; p < spec.parameter_servers; ++p) {
-      servers.push_back({server_name(j, p), server_address(j, p)});
+      servers.push_back({server_name(j, p), server_address(j, p), {}});
       c.parameter_servers.push_back(server_name(j, p));
     }
     std::uint32_t rank = 0;

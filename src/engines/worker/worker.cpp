@@ -48,6 +48,8 @@ bool parse_placement(const std::string& text, Placement& out) {
   return true;
 }
 
+std::string to_string(Placement p) { return p == Placement::hash ? "hash" : "linear"; }
+
 namespace {
 std::uint32_t starting_window(const WorkerConfig& c) {
   return c.initial_window ? c.initial_window : c.window;

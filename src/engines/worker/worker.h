@@ -27,6 +27,7 @@ namespace atp::engines {
 // paper's Fig. 14 strawman: jobs sharing a pool collide on every lane).
 enum class Placement { hash, linear };
 bool parse_placement(const std::string& text, Placement& out);
+std::string to_string(Placement p);
 
 struct WorkerConfig {
   std::uint32_t job = 0;

@@ -1,0 +1,83 @@
+#include "controller/controller_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "controller/controller_error.h"
+
+namespace atp::controller {
+
+std::string code_name(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK: return "OK";
+    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
+    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::INTERNAL: return "INTERNAL";
+    default: return "code " + std::to_string(static_cast<int>(code));
+  }
+}
+
+ControllerClient::ControllerClient(const std::string& address, std::string credential,
+                                   std::chrono::milliseconds timeout)
+    : address_(address), credential_(std::move(credential)), timeout_(timeout),
+      stub_(v1::Controller::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+template <typename Call>
+void ControllerClient::call(const char* what, Call&& body) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout_);
+  if (!credential_.empty()) context.AddMetadata(kCredentialKey, credential_);
+  const grpc::Status status = body(context);
+  if (!status.ok())
+    throw ControllerCallError(status.error_code(), std::string("controller ") + address_ + ": " +
+                                                       what + ": " + code_name(status.error_code()) +
+                                                       ": " + status.error_message());
+}
+
+v1::Fabric ControllerClient::fabric() {
+  const v1::GetFabricRequest request;
+  v1::Fabric out;
+  call("GetFabric", [&](grpc::ClientContext& c) { return stub_->GetFabric(&c, request, &out); });
+  return out;
+}
+
+v1::Admission ControllerClient::admit(const v1::AdmitJobRequest& request) {
+  v1::Admission out;
+  call("AdmitJob", [&](grpc::ClientContext& c) { return stub_->AdmitJob(&c, request, &out); });
+  return out;
+}
+
+v1::Lease ControllerClient::renew(std::uint32_t job) {
+  v1::JobRef ref;
+  ref.set_job_id(job);
+  v1::Lease out;
+  call("RenewLease", [&](grpc::ClientContext& c) { return stub_->RenewLease(&c, ref, &out); });
+  return out;
+}
+
+v1::JobStatus ControllerClient::job(std::uint32_t job) {
+  v1::JobRef ref;
+  ref.set_job_id(job);
+  v1::JobStatus out;
+  call("GetJob", [&](grpc::ClientContext& c) { return stub_->GetJob(&c, ref, &out); });
+  return out;
+}
+
+void ControllerClient::remove(std::uint32_t job) {
+  v1::JobRef ref;
+  ref.set_job_id(job);
+  v1::Removed out;
+  call("RemoveJob", [&](grpc::ClientContext& c) { return stub_->RemoveJob(&c, ref, &out); });
+}
+
+v1::JobList ControllerClient::list() {
+  const v1::ListJobsRequest request;
+  v1::JobList out;
+  call("ListJobs", [&](grpc::ClientContext& c) { return stub_->ListJobs(&c, request, &out); });
+  return out;
+}
+
+}  // namespace atp::controller

@@ -1,0 +1,239 @@
+#include "controller/controller_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "engines/switch/switch_tables.h"
+#include "runtime/event_loop.h"
+
+namespace atp::controller {
+
+namespace {
+
+using Kind = ControllerError::Kind;
+
+grpc::Status status_of(const ControllerError& e) {
+  static const std::map<Kind, grpc::StatusCode> codes = {
+      {Kind::invalid, grpc::StatusCode::INVALID_ARGUMENT},
+      {Kind::refused, grpc::StatusCode::RESOURCE_EXHAUSTED},
+      {Kind::not_found, grpc::StatusCode::NOT_FOUND},
+      {Kind::denied, grpc::StatusCode::PERMISSION_DENIED},
+      {Kind::failed, grpc::StatusCode::UNAVAILABLE}};
+  return {codes.at(e.kind), e.what()};
+}
+
+// Runs one call: a ControllerError becomes its status, anything else an INTERNAL one.
+template <typename Body>
+grpc::Status guarded(const char* call, Body&& body) {
+  try {
+    body();
+    return grpc::Status::OK;
+  } catch (const ControllerError& e) {
+    spdlog::info("controller: {} refused: {}", call, e.what());
+    return status_of(e);
+  } catch (const std::exception& e) {
+    spdlog::error("controller: {} failed: {}", call, e.what());
+    return {grpc::StatusCode::INTERNAL, e.what()};
+  }
+}
+
+std::string credential_of(const grpc::ServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  const auto it = metadata.find(kCredentialKey);
+  return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
+JobRequest request_of(const v1::AdmitJobRequest& r) {
+  JobRequest out;
+  out.name = r.name();
+  if (out.name.size() > 256) throw ControllerError(Kind::invalid, "name longer than 256 bytes");
+  for (const auto& w : r.workers()) {
+    control::WorkerSpec spec;
+    spec.rack = w.rack();
+    const auto address = runtime::Endpoint::parse(w.address());
+    if (!address || address->port == 0)
+      throw ControllerError(Kind::invalid, "worker address '" + w.address() + "' is not IP:port");
+    spec.address = *address;
+    out.workers.push_back(spec);
+  }
+  out.values_per_packet = r.values_per_packet();
+  out.window = r.window();
+  out.parameter_servers = r.parameter_servers();
+  out.max_gradient = r.max_gradient();
+  out.lease_seconds = r.lease_seconds();
+  out.deadline_ms = r.deadline_ms();
+  out.aggregator_window = r.aggregator_window();
+  out.static_aggregators = r.static_aggregators();
+  return out;
+}
+
+}  // namespace
+
+ControllerService::ControllerService(JobBook book, ServiceOptions options)
+    : book_(std::move(book)), options_(std::move(options)) {}
+
+void ControllerService::save() const {
+  if (!options_.state_path.empty()) book_.save(options_.state_path);
+}
+
+void ControllerService::require_operator(grpc::ServerContext* context) const {
+  if (options_.operator_credential.empty())
+    throw ControllerError(Kind::denied, "this controller was started without an operator "
+                                        "credential (--operator-credential-file)");
+  if (!same_secret(credential_of(context), options_.operator_credential))
+    throw ControllerError(Kind::denied, "needs the operator's credential");
+}
+
+const AdmittedJob& ControllerService::job_for(grpc::ServerContext* context, std::uint32_t id) const {
+  const std::string presented = credential_of(context);
+  const bool is_operator = !options_.operator_credential.empty() &&
+                           same_secret(presented, options_.operator_credential);
+  const AdmittedJob* job = book_.find(id);
+  // Without a credential for it, a job that exists and one that does not look the same.
+  if (job != nullptr && (is_operator || same_secret(presented, job->credential))) return *job;
+  if (job == nullptr && is_operator) throw ControllerError(Kind::not_found, "no job " + std::to_string(id));
+  throw ControllerError(Kind::denied, "job " + std::to_string(id) +
+                                          ": needs the job's credential or the operator's");
+}
+
+grpc::Status ControllerService::GetFabric(grpc::ServerContext*, const v1::GetFabricRequest*,
+                                          v1::Fabric* out) {
+  return guarded("GetFabric", [&] {
+    for (const auto& s : book_.fabric().switches()) {
+      auto* info = out->add_switches();
+      info->set_name(s.name);
+      info->set_address(s.address.str());
+      info->set_level(static_cast<std::uint32_t>(s.level));
+      info->set_aggregators(s.aggregators);
+      info->set_values_per_aggregator(s.values_per_aggregator);
+      info->set_policy(engines::to_string(s.policy));
+    }
+    for (const auto& ps : book_.fabric().servers()) out->add_parameter_servers(ps.name);
+  });
+}
+
+grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
+                                         const v1::AdmitJobRequest* request, v1::Admission* out) {
+  return guarded("AdmitJob", [&] {
+    if (!options_.admit_credential.empty() &&
+        !same_secret(credential_of(context), options_.admit_credential))
+      throw ControllerError(Kind::denied, "admission needs the admission credential");
+    const JobRequest wanted = request_of(*request);
+    std::lock_guard lock(mutex_);
+    AdmittedJob job = book_.prepare(wanted, runtime::monotonic_now());
+    const std::uint32_t id = job.config.id;
+    const auto cluster = book_.cluster_of(job);
+    fabric_.install(cluster, id, control::job_toml(job.config));
+    out->set_job_id(id);
+    out->set_credential(job.credential);
+    out->set_cluster_toml(book_.cluster_text(job));
+    out->set_run(0);
+    out->set_lease_seconds(static_cast<std::uint32_t>(job.lease / kSecond));
+    book_.record(std::move(job));
+    try {
+      save();  // before the answer: an admitted job is never forgotten
+    } catch (...) {
+      book_.erase(id);
+      fabric_.uninstall(cluster, id);
+      throw;
+    }
+    spdlog::info("controller: admitted job {} ('{}', {} workers)", id, request->name(),
+                 request->workers_size());
+  });
+}
+
+grpc::Status ControllerService::RenewLease(grpc::ServerContext* context, const v1::JobRef* ref,
+                                           v1::Lease* out) {
+  return guarded("RenewLease", [&] {
+    std::lock_guard lock(mutex_);
+    const AdmittedJob& job = job_for(context, ref->job_id());
+    book_.renew(ref->job_id(), runtime::monotonic_now());
+    out->set_lease_seconds(static_cast<std::uint32_t>(job.lease / kSecond));
+  });
+}
+
+grpc::Status ControllerService::GetJob(grpc::ServerContext* context, const v1::JobRef* ref,
+                                       v1::JobStatus* out) {
+  return guarded("GetJob", [&] {
+    std::lock_guard lock(mutex_);
+    fill_status(job_for(context, ref->job_id()), true, out);
+  });
+}
+
+grpc::Status ControllerService::RemoveJob(grpc::ServerContext* context, const v1::JobRef* ref,
+                                          v1::Removed*) {
+  return guarded("RemoveJob", [&] {
+    std::lock_guard lock(mutex_);
+    job_for(context, ref->job_id());
+    remove(ref->job_id(), "on request");
+  });
+}
+
+grpc::Status ControllerService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
+                                         v1::JobList* out) {
+  return guarded("ListJobs", [&] {
+    require_operator(context);
+    std::lock_guard lock(mutex_);
+    for (std::uint32_t id : book_.ids()) fill_status(book_.at(id), false, out->add_jobs());
+  });
+}
+
+void ControllerService::fill_status(const AdmittedJob& job, bool with_stats, v1::JobStatus* out) {
+  out->set_job_id(job.config.id);
+  out->set_name(job.name);
+  for (const auto& w : job.config.workers) {
+    auto* e = out->add_workers();
+    e->set_rack(w.rack);
+    e->set_address(w.address.str());
+  }
+  const Time now = runtime::monotonic_now();
+  out->set_lease_seconds_left(job.lease_ends > now ? double(job.lease_ends - now) / kSecond : 0.0);
+  const auto cluster = book_.cluster_of(job);
+  for (const auto& d : FabricProgrammer::daemons_of(cluster, job.config.id)) {
+    const bool is_ps = std::ranges::count(job.config.parameter_servers, d.name) > 0;
+    (is_ps ? out->add_parameter_servers() : out->add_switches())->assign(d.name);
+  }
+  if (with_stats) out->set_stats_json(fabric_.stats(cluster, job.config.id).dump());
+}
+
+void ControllerService::remove(std::uint32_t id, const char* why) {
+  const auto cluster = book_.cluster_of(book_.at(id));
+  book_.erase(id);
+  save();
+  fabric_.uninstall(cluster, id);
+  spdlog::info("controller: removed job {} ({})", id, why);
+}
+
+void ControllerService::reap(Time now) {
+  std::lock_guard lock(mutex_);
+  for (std::uint32_t id : book_.expired(now)) {
+    try {
+      remove(id, "its lease lapsed");
+    } catch (const std::exception& e) {
+      spdlog::error("controller: removing job {} after its lease: {}", id, e.what());
+    }
+  }
+}
+
+std::vector<std::string> ControllerService::reconcile() {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> done;
+  for (std::uint32_t id : book_.ids()) {
+    const auto cluster = book_.cluster_of(book_.at(id));
+    for (const auto& d : FabricProgrammer::daemons_of(cluster, id)) {
+      const auto held = fabric_.listed(d);
+      if (!held || std::ranges::count(*held, id) > 0) continue;
+      const std::string error = fabric_.install_on(d, id, control::job_toml(book_.at(id).config));
+      done.push_back("job " + std::to_string(id) + (error.empty() ? " put back on " + d.name
+                                                                  : " not put back on " + d.name + ": " + error));
+    }
+  }
+  for (const auto& d : FabricProgrammer::all_daemons(book_.fabric()))
+    for (std::uint32_t id : fabric_.listed(d).value_or(std::vector<std::uint32_t>{}))
+      if (book_.find(id) == nullptr && fabric_.remove_from(d, id))
+        done.push_back("job " + std::to_string(id) + " (never answered) removed from " + d.name);
+  return done;
+}
+
+}  // namespace atp::controller

@@ -1,0 +1,53 @@
+#pragma once
+// The controller's gRPC service (controller.proto): admission, leases, removal and listing over
+// a JobBook, with the fabric programmed through a FabricProgrammer. One mutex serialises the
+// calls: they are rare (a job's start and end, a renewal every few seconds) and each touches
+// the whole fabric.
+#include <mutex>
+#include <string>
+
+#include "controller/controller.grpc.pb.h"
+#include "controller/fabric_programmer.h"
+#include "controller/job_book.h"
+
+namespace atp::controller {
+
+struct ServiceOptions {
+  std::string state_path;           // durable state; empty: none (jobs die with the controller)
+  std::string operator_credential;  // empty: administrative calls are refused
+  std::string admit_credential;     // empty: anyone who reaches the controller may admit
+};
+
+class ControllerService final : public v1::Controller::Service {
+ public:
+  ControllerService(JobBook book, ServiceOptions options);
+
+  // After a restart: every recovered job is put back on the daemons that lost it (they were
+  // restarted too), and jobs the daemons hold that the state does not know (admitted but never
+  // answered when the controller died) are removed. Returns what it did, for the log.
+  std::vector<std::string> reconcile();
+  // Removes the jobs whose lease lapsed; the caller calls it about once a second.
+  void reap(Time now);
+
+  grpc::Status GetFabric(grpc::ServerContext*, const v1::GetFabricRequest*, v1::Fabric*) override;
+  grpc::Status AdmitJob(grpc::ServerContext*, const v1::AdmitJobRequest*, v1::Admission*) override;
+  grpc::Status RenewLease(grpc::ServerContext*, const v1::JobRef*, v1::Lease*) override;
+  grpc::Status GetJob(grpc::ServerContext*, const v1::JobRef*, v1::JobStatus*) override;
+  grpc::Status RemoveJob(grpc::ServerContext*, const v1::JobRef*, v1::Removed*) override;
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::JobList*) override;
+
+ private:
+  void require_operator(grpc::ServerContext* context) const;
+  // The job, if the caller holds its credential or the operator's.
+  const AdmittedJob& job_for(grpc::ServerContext* context, std::uint32_t id) const;
+  void remove(std::uint32_t id, const char* why);
+  void fill_status(const AdmittedJob& job, bool with_stats, v1::JobStatus* out);
+  void save() const;
+
+  std::mutex mutex_;
+  JobBook book_;
+  FabricProgrammer fabric_;
+  ServiceOptions options_;
+};
+
+}  // namespace atp::controller

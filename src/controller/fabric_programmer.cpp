@@ -1,0 +1,102 @@
+#include "controller/fabric_programmer.h"
+
+#include <spdlog/spdlog.h>
+
+#include "controller/controller_error.h"
+#include "runtime/local_servers.h"
+
+namespace atp::controller {
+
+namespace {
+
+nlohmann::json ask(const Daemon& d, const nlohmann::json& request) {
+  try {
+    return runtime::control_request(d.control, request);
+  } catch (const std::exception& e) {
+    return {{"ok", false}, {"error", std::string("no answer on ") + d.control + ": " + e.what()},
+            {"unreachable", true}};
+  }
+}
+
+}  // namespace
+
+std::vector<Daemon> FabricProgrammer::daemons_of(const control::ClusterConfig& cluster,
+                                                 std::uint32_t id) {
+  std::vector<Daemon> out;
+  for (const auto& ps : cluster.job(id).parameter_servers)
+    out.push_back({ps, cluster.server_named(ps).control});
+  for (proto::Level level : {proto::Level::spine, proto::Level::rack})
+    for (const auto& s : cluster.switches()) {
+      if (s.level != level) continue;
+      runtime::AddressBook scratch;
+      for (const auto& entry : cluster.switch_jobs(s.name, scratch))
+        if (entry.job == id) out.push_back({s.name, s.control});
+    }
+  return out;
+}
+
+void FabricProgrammer::install(const control::ClusterConfig& cluster, std::uint32_t id,
+                               const std::string& job_toml) {
+  const auto daemons = daemons_of(cluster, id);
+  for (std::size_t i = 0; i < daemons.size(); ++i) {
+    const auto reply = ask(daemons[i], {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}});
+    if (reply.value("ok", false)) continue;
+    for (std::size_t k = 0; k < i; ++k) remove_from(daemons[k], id);
+    const bool unreachable = reply.contains("unreachable");
+    throw ControllerError(unreachable ? ControllerError::Kind::failed : ControllerError::Kind::refused,
+                          daemons[i].name + (unreachable ? ": " : " refused the job: ") +
+                              reply.value("error", std::string("no reason given")));
+  }
+}
+
+std::vector<std::string> FabricProgrammer::uninstall(const control::ClusterConfig& cluster,
+                                                     std::uint32_t id) {
+  std::vector<std::string> unreachable;
+  auto daemons = daemons_of(cluster, id);
+  for (auto it = daemons.rbegin(); it != daemons.rend(); ++it)
+    if (ask(*it, {{"cmd", "remove"}, {"job", id}}).contains("unreachable")) {
+      spdlog::warn("controller: could not remove job {} from {}", id, it->name);
+      unreachable.push_back(it->name);
+    }
+  return unreachable;
+}
+
+std::vector<Daemon> FabricProgrammer::all_daemons(const control::ClusterConfig& fabric) {
+  std::vector<Daemon> out;
+  for (const auto& ps : fabric.servers()) out.push_back({ps.name, ps.control});
+  for (const auto& s : fabric.switches()) out.push_back({s.name, s.control});
+  return out;
+}
+
+std::string FabricProgrammer::install_on(const Daemon& daemon, std::uint32_t id,
+                                         const std::string& job_toml) {
+  const auto reply = ask(daemon, {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}});
+  return reply.value("ok", false) ? "" : reply.value("error", std::string("no reason given"));
+}
+
+bool FabricProgrammer::remove_from(const Daemon& daemon, std::uint32_t id) {
+  return ask(daemon, {{"cmd", "remove"}, {"job", id}}).value("ok", false);
+}
+
+std::optional<std::vector<std::uint32_t>> FabricProgrammer::listed(const Daemon& daemon) {
+  const auto reply = ask(daemon, {{"cmd", "list"}});
+  if (!reply.value("ok", false)) return std::nullopt;
+  return reply.at("jobs").get<std::vector<std::uint32_t>>();
+}
+
+nlohmann::json FabricProgrammer::stats(const control::ClusterConfig& cluster, std::uint32_t id) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& d : daemons_of(cluster, id)) {
+    const auto reply = ask(d, {{"cmd", "stats"}});
+    const auto key = std::to_string(id);
+    if (!reply.value("ok", false))
+      out[d.name] = {{"error", reply.value("error", std::string("no answer"))}};
+    else if (reply["stats"]["jobs"].contains(key))
+      out[d.name] = reply["stats"]["jobs"][key];
+    else
+      out[d.name] = {{"error", "does not hold the job"}};
+  }
+  return out;
+}
+
+}  // namespace atp::controller

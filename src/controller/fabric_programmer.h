@@ -1,0 +1,43 @@
+#pragma once
+// How the controller programs the fabric: it sends each switch and PS on a job's path the
+// job's [[job]] table over its control socket (daemons/control_requests.h), which the daemon
+// reads over its own copy of the fabric. A P4 switch would take the entries `atp p4 config`
+// derives from the same ClusterConfig through its own runtime API in the same place.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/cluster_config.h"
+
+namespace atp::controller {
+
+struct Daemon {
+  std::string name;
+  std::string control;  // its control socket
+};
+
+class FabricProgrammer {
+ public:
+  // The switches and PSs that serve job `id` of `cluster`: PSs first, then switches from the
+  // top down (the order results flow in).
+  static std::vector<Daemon> daemons_of(const control::ClusterConfig& cluster, std::uint32_t id);
+
+  // Installs the job on each daemon; if one refuses or does not answer, removes it from those
+  // already done and throws ControllerError naming the daemon and its reason.
+  void install(const control::ClusterConfig& cluster, std::uint32_t id, const std::string& job_toml);
+  // Removes the job everywhere it is; returns what could not be reached (empty: all done).
+  std::vector<std::string> uninstall(const control::ClusterConfig& cluster, std::uint32_t id);
+  static std::vector<Daemon> all_daemons(const control::ClusterConfig& fabric);
+
+  // One daemon at a time, for reconciling after a restart. install_on returns the daemon's
+  // error ("" when installed); listed its jobs (nullopt: no answer).
+  std::string install_on(const Daemon& daemon, std::uint32_t id, const std::string& job_toml);
+  bool remove_from(const Daemon& daemon, std::uint32_t id);
+  std::optional<std::vector<std::uint32_t>> listed(const Daemon& daemon);
+  // Each daemon's counters for the job: {"name": {...} or {"error": ...}}.
+  nlohmann::json stats(const control::ClusterConfig& cluster, std::uint32_t id);
+};
+
+}  // namespace atp::controller

@@ -1,0 +1,228 @@
+#include "controller/job_book.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "engines/switch/switch_tables.h"
+
+namespace atp::controller {
+
+namespace {
+using Kind = ControllerError::Kind;
+constexpr int kStateVersion = 1;
+}  // namespace
+
+bool same_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string random_hex(unsigned bits) {
+  std::random_device os;  // getrandom(2) on Linux
+  std::string out;
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (unsigned i = 0; i < bits / 4; ++i) out += kDigits[os() & 0xF];
+  return out;
+}
+
+JobBook::JobBook(std::string fabric_text, const std::string& origin, Limits limits)
+    : fabric_text_(std::move(fabric_text)),
+      fabric_(control::ClusterConfig::parse(fabric_text_, origin)),
+      limits_(limits) {
+  if (!fabric_.jobs().empty())
+    throw std::invalid_argument(origin + ": a fabric file for the controller lists no [[job]]: "
+                                "the controller admits jobs at run time");
+  if (fabric_.servers().empty()) throw std::invalid_argument(origin + ": no [[ps]] in the fabric");
+  if (!fabric_text_.empty() && fabric_text_.back() != '\n') fabric_text_ += '\n';
+}
+
+AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
+  if (r.workers.empty()) throw ControllerError(Kind::invalid, "a job needs at least one worker");
+  if (r.workers.size() > limits_.max_workers)
+    throw ControllerError(Kind::invalid, "more than " + std::to_string(limits_.max_workers) + " workers");
+  std::set<std::uint64_t> seen;
+  for (const auto& w : r.workers)
+    if (!seen.insert(w.address.key()).second)
+      throw ControllerError(Kind::invalid, "worker address " + w.address.str() + " is listed twice");
+  if (jobs_.size() >= limits_.max_jobs)
+    throw ControllerError(Kind::refused, "the controller holds its maximum of " +
+                                             std::to_string(limits_.max_jobs) + " jobs");
+  if (r.parameter_servers > fabric_.servers().size())
+    throw ControllerError(Kind::invalid, "asks for " + std::to_string(r.parameter_servers) +
+                                             " parameter servers; the fabric has " +
+                                             std::to_string(fabric_.servers().size()));
+  AdmittedJob a;
+  a.name = r.name;
+  a.credential = random_hex(128);
+  a.lease = lease_of(r.lease_seconds);
+  a.lease_ends = now + a.lease;
+  control::JobConfig& j = a.config;
+  j.id = next_free_id();
+  j.token = static_cast<std::uint32_t>(std::random_device{}());
+  j.workers = r.workers;
+  j.window = r.window ? r.window : j.window;
+  j.values_per_packet = r.values_per_packet ? static_cast<std::uint16_t>(std::min<std::uint32_t>(
+                                                  r.values_per_packet, 0xFFFF))
+                                            : default_values_per_packet(r);
+  j.max_gradient = r.max_gradient > 0 ? r.max_gradient : j.max_gradient;
+  if (r.deadline_ms) j.deadline = Duration{r.deadline_ms} * kMillisecond;
+  j.aggregator_window = r.aggregator_window;
+  j.parameter_servers = pick_servers(std::max<std::uint32_t>(r.parameter_servers, 1));
+  j.static_aggregators = r.static_aggregators;
+  if (j.static_aggregators == 0)
+    for (const auto& s : fabric_.switches())
+      if (s.policy == engines::Policy::static_partition)
+        j.static_aggregators = std::max<std::uint32_t>(
+            j.static_aggregators, s.aggregators / s.threads / std::max(1u, limits_.static_share));
+  try {
+    cluster_of(a);  // every rule a cluster file obeys: racks, fan-ins, K, window, ...
+  } catch (const std::invalid_argument& e) {
+    throw ControllerError(Kind::invalid, e.what());
+  }
+  return a;
+}
+
+void JobBook::record(AdmittedJob job) {
+  const std::uint32_t id = job.config.id;
+  jobs_[id] = std::move(job);
+  next_id_ = id % engines::kMaxSwitchJobId + 1;
+}
+
+std::optional<AdmittedJob> JobBook::erase(std::uint32_t id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  AdmittedJob job = std::move(it->second);
+  jobs_.erase(it);
+  return job;
+}
+
+const AdmittedJob* JobBook::find(std::uint32_t id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const AdmittedJob& JobBook::at(std::uint32_t id) const {
+  if (const AdmittedJob* j = find(id)) return *j;
+  throw ControllerError(Kind::not_found, "no job " + std::to_string(id));
+}
+
+void JobBook::renew(std::uint32_t id, Time now) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) throw ControllerError(Kind::not_found, "no job " + std::to_string(id));
+  it->second.lease_ends = now + it->second.lease;
+}
+
+std::vector<std::uint32_t> JobBook::expired(Time now) const {
+  std::vector<std::uint32_t> out;
+  for (const auto& [id, job] : jobs_)
+    if (now >= job.lease_ends) out.push_back(id);
+  return out;
+}
+
+std::vector<std::uint32_t> JobBook::ids() const {
+  std::vector<std::uint32_t> out;
+  for (const auto& [id, job] : jobs_) out.push_back(id);
+  return out;
+}
+
+control::ClusterConfig JobBook::cluster_of(const AdmittedJob& job) const {
+  return fabric_.with_jobs_from(control::job_toml(job.config), "job " + std::to_string(job.config.id));
+}
+
+std::string JobBook::cluster_text(const AdmittedJob& job) const {
+  return fabric_text_ + "\n" + control::job_toml(job.config);
+}
+
+// Round from the last id handed out, so a removed job's id comes back as late as possible.
+std::uint32_t JobBook::next_free_id() const {
+  std::uint32_t id = next_id_;
+  for (std::uint32_t tried = 0; tried < engines::kMaxSwitchJobId; ++tried) {
+    if (!jobs_.contains(id)) return id;
+    id = id % engines::kMaxSwitchJobId + 1;
+  }
+  throw ControllerError(Kind::refused, "no free job id (and multicast group) left");
+}
+
+// The least loaded servers, in fabric order among equals.
+std::vector<std::string> JobBook::pick_servers(std::uint32_t count) const {
+  std::vector<std::pair<std::size_t, std::size_t>> load;  // (jobs, fabric position)
+  for (std::size_t i = 0; i < fabric_.servers().size(); ++i) {
+    std::size_t n = 0;
+    for (const auto& [id, job] : jobs_)
+      n += std::ranges::count(job.config.parameter_servers, fabric_.servers()[i].name);
+    load.emplace_back(n, i);
+  }
+  std::ranges::sort(load);
+  std::vector<std::string> out;
+  for (std::uint32_t k = 0; k < count; ++k) out.push_back(fabric_.servers()[load[k].second].name);
+  return out;
+}
+
+// What one packet of the job's rack switches carries.
+std::uint16_t JobBook::default_values_per_packet(const JobRequest& r) const {
+  std::uint16_t k = proto::kMaxValues;
+  for (const auto& w : r.workers)
+    for (const auto& s : fabric_.switches())
+      if (s.name == w.rack) k = std::min(k, s.values_per_aggregator);
+  return k;
+}
+
+Duration JobBook::lease_of(std::uint32_t seconds) const {
+  if (seconds == 0) return limits_.default_lease;
+  const Duration lease = Duration{seconds} * kSecond;
+  if (lease > limits_.max_lease)
+    throw ControllerError(Kind::invalid, "lease_seconds beyond the controller's maximum of " +
+                                             std::to_string(limits_.max_lease / kSecond));
+  return lease;
+}
+
+void JobBook::save(const std::string& path) const {
+  nlohmann::json state = {{"version", kStateVersion}, {"next_id", next_id_}, {"jobs", nlohmann::json::array()}};
+  for (const auto& [id, job] : jobs_)
+    state["jobs"].push_back({{"job_toml", control::job_toml(job.config)}, {"name", job.name},
+                             {"credential", job.credential}, {"lease_ms", job.lease / kMillisecond}});
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot write " + tmp);
+  const std::string text = state.dump(2) + "\n";
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                       ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot write the controller state to " + path);
+}
+
+void JobBook::load(const std::string& path, Time now) {
+  std::ifstream in(path);
+  if (!in) return;  // no state yet: a first start
+  nlohmann::json state;
+  try {
+    state = nlohmann::json::parse(in);
+    if (state.at("version").get<int>() != kStateVersion)
+      throw std::invalid_argument("state version " + state.at("version").dump());
+    next_id_ = state.at("next_id").get<std::uint32_t>();
+    for (const auto& j : state.at("jobs")) {
+      AdmittedJob a;
+      const auto jobs = fabric_.with_jobs_from(j.at("job_toml").get<std::string>(), path).jobs();
+      a.config = jobs.at(0);
+      a.name = j.at("name").get<std::string>();
+      a.credential = j.at("credential").get<std::string>();
+      a.lease = j.at("lease_ms").get<Duration>() * kMillisecond;
+      a.lease_ends = now + a.lease;
+      jobs_[a.config.id] = std::move(a);
+    }
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(path + ": unreadable controller state (" + e.what() + ")");
+  }
+}
+
+}  // namespace atp::controller

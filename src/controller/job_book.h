@@ -1,0 +1,93 @@
+#pragma once
+// The controller's state: the fabric it owns and the jobs it admitted, with their ids, tokens,
+// credentials and leases. Pure bookkeeping (no I/O but save/load), so admission rules are unit
+// tested without daemons. Ids, wire tokens and multicast groups (one per job id) all come from
+// here, and a job id is not handed out again while any job holds it: admitting a job never
+// touches a running job's entry, and every admission is a fresh job with a fresh token, so no
+// launch ever meets what an earlier launch left in a switch or PS (docs/controller.md).
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/cluster_config.h"
+#include "controller/controller_error.h"
+#include "engines/common.h"
+
+namespace atp::controller {
+
+// What a tenant asks for; zeros pick defaults (controller.proto documents each field).
+struct JobRequest {
+  std::string name;
+  std::vector<control::WorkerSpec> workers;
+  std::uint32_t values_per_packet = 0, window = 0, parameter_servers = 0;
+  float max_gradient = 0;
+  std::uint32_t lease_seconds = 0, deadline_ms = 0, static_aggregators = 0;
+  bool aggregator_window = false;
+};
+
+struct AdmittedJob {
+  control::JobConfig config;
+  std::string name;
+  std::string credential;  // 128 random bits, hex
+  Duration lease = 0;
+  Time lease_ends = 0;  // monotonic: a restarted controller grants every job a full lease
+};
+
+struct Limits {
+  Duration default_lease = 30 * kSecond;
+  Duration max_lease = 3600 * kSecond;
+  std::size_t max_jobs = 1024;
+  std::size_t max_workers = 1024;
+  std::uint32_t static_share = 4;  // a job naming no static slice gets 1/this of a switch thread
+};
+
+class JobBook {
+ public:
+  // `fabric_text`: a cluster file with switches and PSs and no jobs (the controller owns them).
+  JobBook(std::string fabric_text, const std::string& origin, Limits limits = {});
+
+  // The job the request describes, with a fresh id, token and credential, checked against the
+  // fabric; nothing is recorded until record(). Throws ControllerError.
+  AdmittedJob prepare(const JobRequest& request, Time now) const;
+  void record(AdmittedJob job);
+  std::optional<AdmittedJob> erase(std::uint32_t id);
+  const AdmittedJob* find(std::uint32_t id) const;
+  // Throws ControllerError (not_found).
+  const AdmittedJob& at(std::uint32_t id) const;
+  void renew(std::uint32_t id, Time now);
+  std::vector<std::uint32_t> expired(Time now) const;
+  std::vector<std::uint32_t> ids() const;
+
+  const control::ClusterConfig& fabric() const { return fabric_; }
+  // The fabric with this one job: what its switches, PSs and workers derive their entries from.
+  control::ClusterConfig cluster_of(const AdmittedJob& job) const;
+  // The same as cluster file text: the fabric file followed by the job's [[job]] table.
+  std::string cluster_text(const AdmittedJob& job) const;
+
+  // Durable state: written to a temporary file and renamed over `path` (mode 0600: it holds
+  // credentials). load() restores the jobs with fresh leases from `now`.
+  void save(const std::string& path) const;
+  void load(const std::string& path, Time now);
+
+ private:
+  std::uint32_t next_free_id() const;
+  std::vector<std::string> pick_servers(std::uint32_t count) const;
+  std::uint16_t default_values_per_packet(const JobRequest& request) const;
+  Duration lease_of(std::uint32_t seconds) const;
+
+  std::string fabric_text_;
+  control::ClusterConfig fabric_;
+  Limits limits_;
+  std::map<std::uint32_t, AdmittedJob> jobs_;
+  std::uint32_t next_id_ = 1;  // ids go round 1..kMaxSwitchJobId, skipping held ones
+};
+
+// Equal strings in time that does not depend on where they differ.
+bool same_secret(const std::string& a, const std::string& b);
+// `bits` random bits as lowercase hex, from the OS's generator.
+std::string random_hex(unsigned bits);
+
+}  // namespace atp::controller

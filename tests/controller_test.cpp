@@ -1,0 +1,363 @@
+// The run-time controller: what admission hands out and refuses (JobBook), and the gRPC
+// service over real daemons' control sockets: programming, removal, leases, credentials,
+// oversized requests and recovery after a restart of the controller or of a daemon.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "controller/controller_client.h"
+#include "controller/controller_service.h"
+#include "daemons/control_requests.h"
+#include "daemons/ps_daemon.h"
+#include "daemons/switch_daemon.h"
+#include "runtime/local_servers.h"
+
+namespace atp::controller {
+namespace {
+
+std::string fabric_text(const std::string& tag, const char* policy = "atp") {
+  return "[[switch]]\nname = \"rack0\"\naddress = \"127.0.0.1:0\"\naggregators = 64\n"
+         "policy = \"" + std::string(policy) + "\"\ncontrol = \"/tmp/atp-test-" + tag + "-rack0.sock\"\n"
+         "[[ps]]\nname = \"ps0\"\naddress = \"127.0.0.1:0\"\ncontrol = \"/tmp/atp-test-" + tag +
+         "-ps0.sock\"\n[[ps]]\nname = \"ps1\"\naddress = \"127.0.0.1:0\"\ncontrol = \"/tmp/atp-test-" +
+         tag + "-ps1.sock\"\n";
+}
+
+JobRequest two_workers(std::uint16_t first_port) {
+  JobRequest r;
+  r.name = "t";
+  for (std::uint16_t p = first_port; p < first_port + 2; ++p)
+    r.workers.push_back({"rack0", runtime::Endpoint{0x7F000001, p}});
+  return r;
+}
+
+TEST(JobToml, ReadsBackAsTheSameJobAndToken) {
+  JobBook book(fabric_text("toml"), "fabric");
+  JobRequest r = two_workers(7000);
+  r.window = 32;
+  r.values_per_packet = 64;
+  r.max_gradient = 4;
+  r.aggregator_window = true;
+  AdmittedJob a = book.prepare(r, 0);
+  const auto cluster = book.cluster_of(a);
+  const auto again = control::ClusterConfig::parse(book.cluster_text(a), "text");
+  EXPECT_EQ(again.wire_token(a.config.id), cluster.wire_token(a.config.id));
+  const auto& j = again.job(a.config.id);
+  EXPECT_EQ(j.window, 32u);
+  EXPECT_EQ(j.values_per_packet, 64);
+  EXPECT_EQ(j.max_gradient, 4.0f);
+  EXPECT_TRUE(j.aggregator_window);
+  EXPECT_EQ(j.workers.size(), 2u);
+  EXPECT_EQ(j.workers[1].address.port, 7001);
+}
+
+TEST(JobBook, EveryAdmissionIsAFreshJobWithItsOwnTokenAndCredential) {
+  JobBook book(fabric_text("fresh"), "fabric");
+  AdmittedJob a = book.prepare(two_workers(7000), 0);
+  const std::uint32_t first = a.config.id;
+  const std::string credential = a.credential;
+  const std::uint32_t token = a.config.token;
+  book.record(std::move(a));
+  // The same workers again (a relaunch): another id, token and credential.
+  AdmittedJob b = book.prepare(two_workers(7000), 0);
+  EXPECT_NE(b.config.id, first);
+  EXPECT_NE(b.config.token, token);
+  EXPECT_NE(b.credential, credential);
+  EXPECT_EQ(b.credential.size(), 32u);
+  // Least loaded PS first.
+  EXPECT_EQ(b.config.parameter_servers, std::vector<std::string>{"ps1"});
+  book.record(std::move(b));
+  // A removed job's id does not come straight back.
+  book.erase(first);
+  EXPECT_NE(book.prepare(two_workers(7000), 0).config.id, first);
+}
+
+TEST(JobBook, RefusesWhatDoesNotFitWithTheReason) {
+  JobBook book(fabric_text("refuse"), "fabric", Limits{.max_jobs = 1});
+  auto refusal = [&](const JobRequest& r) {
+    try {
+      book.prepare(r, 0);
+    } catch (const ControllerError& e) {
+      return std::string(e.what());
+    }
+    return std::string("admitted");
+  };
+  JobRequest r = two_workers(7000);
+  r.workers[1].rack = "nowhere";
+  EXPECT_NE(refusal(r).find("nowhere"), std::string::npos);
+  r = two_workers(7000);
+  r.workers[1].address = r.workers[0].address;
+  EXPECT_NE(refusal(r).find("twice"), std::string::npos);
+  r = JobRequest{};
+  for (std::uint16_t p = 0; p < 33; ++p) r.workers.push_back({"rack0", {0x7F000001, std::uint16_t(8000 + p)}});
+  EXPECT_NE(refusal(r).find("32 workers"), std::string::npos);  // beyond the bitmap
+  r = two_workers(7000);
+  r.window = 48;
+  EXPECT_NE(refusal(r).find("power of two"), std::string::npos);
+  r.window = 0;
+  r.parameter_servers = 3;
+  EXPECT_NE(refusal(r).find("parameter servers"), std::string::npos);
+  r.parameter_servers = 0;
+  r.lease_seconds = 100000;
+  EXPECT_NE(refusal(r).find("lease"), std::string::npos);
+  book.record(book.prepare(two_workers(7000), 0));
+  try {
+    book.prepare(two_workers(7100), 0);
+    FAIL() << "admitted beyond max_jobs";
+  } catch (const ControllerError& e) {
+    EXPECT_EQ(e.kind, ControllerError::Kind::refused);
+  }
+  EXPECT_THROW(JobBook(fabric_text("x") + "[[job]]\nid = 1\nparameter_servers = [\"ps0\"]\n"
+                       "workers = [{ rack = \"rack0\", address = \"127.0.0.1:5\" }]\n", "fabric"),
+               std::invalid_argument);
+}
+
+TEST(JobBook, LeasesLapseUnlessRenewedAndStateSurvivesARestart) {
+  const std::string path = ::testing::TempDir() + "/controller-state.json";
+  std::filesystem::remove(path);
+  JobBook book(fabric_text("lease"), "fabric", Limits{.default_lease = 10 * kSecond});
+  AdmittedJob a = book.prepare(two_workers(7000), 0);
+  const std::uint32_t id = a.config.id;
+  const std::string credential = a.credential;
+  book.record(std::move(a));
+  EXPECT_TRUE(book.expired(9 * kSecond).empty());
+  book.renew(id, 9 * kSecond);
+  EXPECT_TRUE(book.expired(18 * kSecond).empty());
+  EXPECT_EQ(book.expired(19 * kSecond), std::vector<std::uint32_t>{id});
+  book.save(path);
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::others_read,
+            std::filesystem::perms::none);
+  JobBook restarted(fabric_text("lease"), "fabric");
+  restarted.load(path, 100 * kSecond);
+  ASSERT_NE(restarted.find(id), nullptr);
+  EXPECT_EQ(restarted.find(id)->credential, credential);
+  EXPECT_EQ(restarted.find(id)->config.token, book.find(id)->config.token);
+  EXPECT_TRUE(restarted.expired(109 * kSecond).empty());  // a full lease from the restart
+  EXPECT_NE(restarted.prepare(two_workers(7200), 100 * kSecond).config.id, id);
+}
+
+// The daemons of the fabric, serving their control sockets on one event loop thread.
+class Fabric {
+ public:
+  Fabric(const std::string& text) : config_(control::ClusterConfig::parse(text, "fabric")) {
+    start();
+  }
+  ~Fabric() { stop(); }
+  void start() {
+    sw_ = std::make_unique<daemons::SwitchDaemon>(config_, "rack0");
+    for (const char* name : {"ps0", "ps1"}) ps_.push_back(std::make_unique<daemons::PsDaemon>(config_, name));
+    loop_ = std::make_unique<runtime::EventLoop>();
+    sw_->attach(*loop_);
+    controls_.emplace_back(std::make_unique<runtime::ControlSocket>(
+        *loop_, config_.switch_named("rack0").control,
+        [this](const nlohmann::json& r) { return daemons::answer_control(*sw_, r); }));
+    for (auto& ps : ps_) {
+      ps->attach(*loop_);
+      auto* p = ps.get();
+      controls_.emplace_back(std::make_unique<runtime::ControlSocket>(
+          *loop_, config_.server_named(p->name()).control,
+          [p](const nlohmann::json& r) { return daemons::answer_control(*p, r); }));
+    }
+    loop_->on_wake([] {});
+    thread_ = std::thread([this] { loop_->run(); });
+  }
+  void stop() {
+    loop_->stop();
+    loop_->wake();
+    thread_.join();
+    controls_.clear();
+    ps_.clear();
+    sw_.reset();
+    loop_.reset();
+  }
+  std::vector<std::uint32_t> switch_jobs() const {
+    return runtime::control_request(config_.switch_named("rack0").control, {{"cmd", "list"}})
+        .at("jobs").get<std::vector<std::uint32_t>>();
+  }
+  std::vector<std::uint32_t> ps_jobs(const char* name) const {
+    return runtime::control_request(config_.server_named(name).control, {{"cmd", "list"}})
+        .at("jobs").get<std::vector<std::uint32_t>>();
+  }
+
+ private:
+  control::ClusterConfig config_;
+  std::unique_ptr<runtime::EventLoop> loop_;
+  std::unique_ptr<daemons::SwitchDaemon> sw_;
+  std::vector<std::unique_ptr<daemons::PsDaemon>> ps_;
+  std::vector<std::unique_ptr<runtime::ControlSocket>> controls_;
+  std::thread thread_;
+};
+
+constexpr char kOperator[] = "operator-secret-0123456789";
+
+// A controller over `fabric`, serving gRPC on a free loopback port.
+class Controller {
+ public:
+  Controller(const std::string& fabric, const std::string& state, Limits limits = {})
+      : service_(recovered(fabric, state, limits), {state, kOperator, ""}) {
+    service_.reconcile();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~Controller() { server_->Shutdown(); }
+  static JobBook recovered(const std::string& fabric, const std::string& state, Limits limits) {
+    JobBook book(fabric, "fabric", limits);
+    if (!state.empty()) book.load(state, runtime::monotonic_now());
+    return book;
+  }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  ControllerService& service() { return service_; }
+
+ private:
+  ControllerService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+v1::AdmitJobRequest request(std::uint16_t first_port, std::uint32_t workers = 2) {
+  v1::AdmitJobRequest r;
+  r.set_name("job");
+  for (std::uint16_t p = first_port; p < first_port + workers; ++p) {
+    auto* w = r.add_workers();
+    w->set_rack("rack0");
+    w->set_address("127.0.0.1:" + std::to_string(p));
+  }
+  return r;
+}
+
+grpc::StatusCode code_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const ControllerCallError& e) {
+    return e.code;
+  }
+  return grpc::StatusCode::OK;
+}
+
+TEST(ControllerService, AdmitsProgramsTheFabricAndRemovesWithTheJobsCredential) {
+  const std::string text = fabric_text("admit");
+  Fabric fabric(text);
+  Controller controller(text, "");
+  ControllerClient tenant(controller.address());
+  const v1::Admission a = tenant.admit(request(7000));
+  EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});
+  EXPECT_EQ(fabric.ps_jobs("ps0"), std::vector<std::uint32_t>{a.job_id()});
+  EXPECT_TRUE(fabric.ps_jobs("ps1").empty());
+  // The cluster file it hands out derives the same token the switch checks.
+  const auto cluster = control::ClusterConfig::parse(a.cluster_toml(), "admission");
+  EXPECT_EQ(cluster.jobs().size(), 1u);
+
+  // Another tenant, the anonymous and a forged credential: refused, and nothing changes.
+  const v1::Admission b = tenant.admit(request(7100));
+  EXPECT_EQ(fabric.ps_jobs("ps1"), std::vector<std::uint32_t>{b.job_id()});
+  ControllerClient other(controller.address(), b.credential());
+  EXPECT_EQ(code_of([&] { other.remove(a.job_id()); }), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(code_of([&] { other.job(a.job_id()); }), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(code_of([&] { tenant.remove(a.job_id()); }), grpc::StatusCode::PERMISSION_DENIED);
+  ControllerClient forged(controller.address(), std::string(a.credential().size(), 'a'));
+  EXPECT_EQ(code_of([&] { forged.renew(a.job_id()); }), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(code_of([&] { other.list(); }), grpc::StatusCode::PERMISSION_DENIED);
+  // A job it cannot see looks the same whether or not it exists.
+  EXPECT_EQ(code_of([&] { other.job(9999); }), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(fabric.switch_jobs().size(), 2u);
+
+  ControllerClient own(controller.address(), a.credential());
+  EXPECT_EQ(own.job(a.job_id()).workers_size(), 2);
+  own.remove(a.job_id());
+  EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{b.job_id()});
+  EXPECT_TRUE(fabric.ps_jobs("ps0").empty());
+  ControllerClient op(controller.address(), kOperator);
+  EXPECT_EQ(op.list().jobs_size(), 1);
+  EXPECT_EQ(code_of([&] { op.job(a.job_id()); }), grpc::StatusCode::NOT_FOUND);
+  op.remove(b.job_id());
+  EXPECT_TRUE(fabric.switch_jobs().empty());
+}
+
+TEST(ControllerService, RefusesMalformedOversizedAndUnfittingJobsChangingNothing) {
+  const std::string text = fabric_text("refusals", "static");
+  Fabric fabric(text);
+  Controller controller(text, "", Limits{.static_share = 2});
+  ControllerClient tenant(controller.address());
+  v1::AdmitJobRequest bad = request(7000);
+  bad.mutable_workers(1)->set_address("127.0.0.1");
+  EXPECT_EQ(code_of([&] { tenant.admit(bad); }), grpc::StatusCode::INVALID_ARGUMENT);
+  bad = request(7000);
+  bad.set_name(std::string(kMaxRequestBytes, 'x'));
+  EXPECT_EQ(code_of([&] { tenant.admit(bad); }), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // Static policy, half the pool each: two jobs fit, a third does not; the switch says so.
+  tenant.admit(request(7000));
+  tenant.admit(request(7100));
+  try {
+    tenant.admit(request(7200));
+    FAIL() << "a third half of the pool was admitted";
+  } catch (const ControllerCallError& e) {
+    EXPECT_EQ(e.code, grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(std::string(e.what()).find("no free run"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fabric.switch_jobs().size(), 2u);
+  EXPECT_EQ(fabric.ps_jobs("ps0").size() + fabric.ps_jobs("ps1").size(), 2u);  // rolled back
+  ControllerClient op(controller.address(), kOperator);
+  EXPECT_EQ(op.list().jobs_size(), 2);
+}
+
+TEST(ControllerService, ALapsedLeaseRemovesTheJob) {
+  const std::string text = fabric_text("lapse");
+  Fabric fabric(text);
+  Controller controller(text, "");
+  ControllerClient tenant(controller.address());
+  v1::AdmitJobRequest r = request(7000);
+  r.set_lease_seconds(5);
+  const v1::Admission a = tenant.admit(r);
+  tenant.set_credential(a.credential());
+  const Time admitted = runtime::monotonic_now();
+  controller.service().reap(admitted + 4 * kSecond);
+  EXPECT_EQ(fabric.switch_jobs().size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  tenant.renew(a.job_id());
+  controller.service().reap(admitted + 5500 * kMillisecond);  // the first lease had ended
+  EXPECT_EQ(fabric.switch_jobs().size(), 1u);
+  controller.service().reap(runtime::monotonic_now() + 5 * kSecond);
+  EXPECT_TRUE(fabric.switch_jobs().empty());
+  EXPECT_TRUE(fabric.ps_jobs("ps0").empty());
+  EXPECT_EQ(code_of([&] { tenant.job(a.job_id()); }), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST(ControllerService, ARestartedControllerKeepsItsJobsAndARestartedDaemonGetsThemBack) {
+  const std::string text = fabric_text("restart");
+  const std::string state = ::testing::TempDir() + "/controller-restart.json";
+  std::filesystem::remove(state);
+  Fabric fabric(text);
+  v1::Admission a;
+  {
+    Controller controller(text, state);
+    a = ControllerClient(controller.address()).admit(request(7000));
+  }
+  // While the controller is down the daemons keep the job; the next one knows it.
+  EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});
+  fabric.stop();
+  fabric.start();  // the daemons restarted too: they lost the job
+  EXPECT_TRUE(fabric.switch_jobs().empty());
+  Controller controller(text, state);
+  EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});
+  EXPECT_EQ(fabric.ps_jobs("ps0"), std::vector<std::uint32_t>{a.job_id()});
+  ControllerClient own(controller.address(), a.credential());
+  EXPECT_EQ(own.job(a.job_id()).name(), "job");
+  // A job on a daemon that the state does not know (admitted, never answered) is removed.
+  runtime::control_request("/tmp/atp-test-restart-rack0.sock",
+                           {{"cmd", "admit"}, {"jobs", control::job_toml([&] {
+                              auto j = control::ClusterConfig::parse(a.cluster_toml(), "a").jobs()[0];
+                              j.id = 4242;
+                              return j;
+                            }())}, {"job", 4242}});
+  EXPECT_EQ(fabric.switch_jobs().size(), 2u);
+  controller.service().reconcile();
+  EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});
+}
+
+}  // namespace
+}  // namespace atp::controller
