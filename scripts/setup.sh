@@ -10,7 +10,7 @@ packages=(
   python3 iproute2 iptables iperf3
   clang-14 libclang-rt-14-dev libgloo-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-sklearn
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-sklearn libtorch-dev
   python3-pip python3-setuptools python3-wheel
 )
 # scripts/sim-plots.py draws with matplotlib: `scripts/setup.sh --plots` adds it.

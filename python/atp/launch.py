@@ -1,10 +1,16 @@
-"""A cluster on this machine: `atp switch` and `atp ps` daemons on loopback for a few jobs.
+"""Clusters on this machine, for examples and tests (real ones write their own files).
 
+    # A fabric run by a controller: jobs are admitted at run time (torchrun + the atp backend).
+    with atp.launch.LocalFabric(parameter_servers=2) as fabric:
+        env = {"ATP_CONTROLLER": fabric.controller}
+
+    # Daemons from a cluster file that lists its jobs (the Communicator and the DDP hook).
     with atp.launch.LocalCluster(jobs=2, workers=4) as cluster:
         comm = atp.Communicator(cluster.config, job=1, rank=0)
 
-For examples and tests; real clusters write their own file (docs/configuration.md).
+docs/configuration.md describes both files, docs/controller.md the controller.
 """
+import json
 import os
 import shutil
 import signal
@@ -13,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["LocalCluster", "atp_binary"]
+__all__ = ["LocalCluster", "LocalFabric", "atp_binary"]
 
 
 def atp_binary():
@@ -62,38 +68,149 @@ class LocalCluster:
         self._daemons = []
 
     def start(self):
-        binary = atp_binary()
         names = [("switch", "rack0")] + [("ps", f"ps{j}") for j in range(1, self.jobs + 1)]
-        try:
-            for kind, name in names:
-                with open(os.path.join(self.dir, f"{name}.log"), "w") as log:
-                    self._daemons.append(subprocess.Popen(
-                        [binary, kind, "--config", self.config, "--name", name, "--log-level",
-                         "warn", "--stats-json", os.path.join(self.dir, f"{name}.json")],
-                        stdout=log, stderr=subprocess.STDOUT))
-        except BaseException:
-            self.stop()  # the daemons that did start
-            raise
-        time.sleep(0.3)
-        for p in self._daemons:
-            if p.poll() is not None:
-                logs = "".join(open(os.path.join(self.dir, f)).read()
-                               for f in sorted(os.listdir(self.dir)) if f.endswith(".log"))
-                self.stop()
-                raise RuntimeError(f"atp: a daemon exited at start (code {p.returncode}):\n{logs}")
+        self._daemons = _start_daemons(self.dir, [
+            (name, [kind, "--config", self.config, "--name", name, "--log-level", "warn",
+                    "--stats-json", os.path.join(self.dir, f"{name}.json")])
+            for kind, name in names])
         return self
 
     def stop(self):
-        for p in self._daemons:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self._daemons:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        _stop(self._daemons)
         self._daemons = []
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def _start_daemons(directory, commands, settle=0.3):
+    """Starts `atp ARGS...` per (name, args), logging to DIRECTORY/NAME.log; all or none."""
+    binary, started = atp_binary(), []
+    try:
+        for name, args in commands:
+            with open(os.path.join(directory, f"{name}.log"), "w") as log:
+                started.append(subprocess.Popen([binary] + args, stdout=log,
+                                                stderr=subprocess.STDOUT))
+            time.sleep(settle)
+            if started[-1].poll() is not None:
+                log = open(os.path.join(directory, f"{name}.log")).read()
+                raise RuntimeError(f"atp: {name} exited at start "
+                                   f"(code {started[-1].returncode}):\n{log}")
+    except BaseException:
+        _stop(started)
+        raise
+    return started
+
+
+def _stop(processes):
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+class LocalFabric:
+    """A fabric on 127.0.0.1 run by `atp controller`: one rack switch, `parameter_servers`
+    PSs and the controller, with an operator credential and a state file in `dir`.
+
+    controller: its host:port (ATP_CONTROLLER for the torch backend, --controller for `atp job`).
+    operator_credential_file: what `atp job list` and other administrative calls present.
+    restart(name): kill -9 one daemon ("rack0", "ps1", ..., "controller") and start it again.
+    """
+
+    def __init__(self, parameter_servers=1, aggregators=1024, policy="atp",
+                 values_per_aggregator=256, lease_s=30, check_every_s=1, directory=None):
+        self._own_dir = directory is None
+        self.dir = directory or tempfile.mkdtemp(prefix="atp-fabric-")
+        self.fabric = os.path.join(self.dir, "fabric.toml")
+        self.servers = [f"ps{i}" for i in range(parameter_servers)]
+        lines = ["[[switch]]", 'name = "rack0"', f'address = "127.0.0.1:{_free_udp_port()}"',
+                 f"aggregators = {aggregators}", f'policy = "{policy}"',
+                 f"values_per_aggregator = {values_per_aggregator}",
+                 f'control = "{self.dir}/rack0.sock"']
+        for name in self.servers:
+            lines += ["[[ps]]", f'name = "{name}"', f'address = "127.0.0.1:{_free_udp_port()}"',
+                      f'control = "{self.dir}/{name}.sock"']
+        with open(self.fabric, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.operator_credential_file = os.path.join(self.dir, "operator")
+        with open(self.operator_credential_file, "w") as f:
+            f.write(os.urandom(16).hex() + "\n")
+        os.chmod(self.operator_credential_file, 0o600)
+        self.state = os.path.join(self.dir, "controller-state.json")
+        self.port_file = os.path.join(self.dir, "controller.address")
+        self._lease_s, self._check_every_s = lease_s, check_every_s
+        self._processes = {}
+        self.controller = None
+
+    def _command(self, name):
+        if name == "controller":
+            return ["controller", "--config", self.fabric, "--listen", "127.0.0.1:0",
+                    "--state", self.state, "--operator-credential-file",
+                    self.operator_credential_file, "--port-file", self.port_file,
+                    "--default-lease-s", str(self._lease_s),
+                    "--check-every-s", str(self._check_every_s)]
+        kind = "switch" if name == "rack0" else "ps"
+        return [kind, "--config", self.fabric, "--name", name, "--log-level", "warn",
+                "--control", f"{self.dir}/{name}.sock"]
+
+    def _start(self, names):
+        for name, process in zip(names, _start_daemons(self.dir, [(n, self._command(n))
+                                                                  for n in names])):
+            self._processes[name] = process
+        if "controller" in names:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if os.path.exists(self.port_file) and open(self.port_file).read().strip():
+                    self.controller = open(self.port_file).read().strip()
+                    return
+                time.sleep(0.05)
+            raise RuntimeError("atp controller did not start: " +
+                               open(os.path.join(self.dir, "controller.log")).read())
+
+    def start(self):
+        self._start(["rack0"] + self.servers + ["controller"])
+        return self
+
+    def restart(self, name):
+        """kill -9, then start again (the controller from its state file)."""
+        process = self._processes.pop(name)
+        process.kill()
+        process.wait()
+        if name == "controller":
+            os.remove(self.port_file)
+        self._start([name])
+
+    def job(self, *args, credential_file=None):
+        """`atp job ARGS...` against this controller: (exit code, stdout, stderr)."""
+        command = [atp_binary(), "job", "--controller", self.controller]
+        if credential_file:
+            command += ["--credential-file", credential_file]
+        r = subprocess.run(command + list(args), capture_output=True, text=True, timeout=60)
+        return r.returncode, r.stdout, r.stderr
+
+    def jobs(self):
+        """Every admitted job, as the operator sees it."""
+        code, out, err = self.job("list", credential_file=self.operator_credential_file)
+        if code != 0:
+            raise RuntimeError(f"atp job list: {err}")
+        return json.loads(out)
+
+    def stop(self):
+        # The controller first: it must not see the daemons go and re-admit jobs.
+        order = ["controller"] + [n for n in self._processes if n != "controller"]
+        _stop([self._processes[n] for n in order if n in self._processes])
+        self._processes = {}
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -152,16 +152,18 @@ void add_job_command(CLI::App& app) {
   job->add_subcommand("list", "Every admitted job (operator credential)")->callback([] {
     run([] {
       controller::ControllerClient client(o.controller, credential(o));
+      const auto list = client.list();  // (a range-for over a temporary's field would dangle)
       nlohmann::json jobs = nlohmann::json::array();
-      for (const auto& s : client.list().jobs()) jobs.push_back(status_json(s));
+      for (const auto& s : list.jobs()) jobs.push_back(status_json(s));
       std::cout << jobs.dump(2) << "\n";
     });
   });
   job->add_subcommand("fabric", "The fabric's switches and parameter servers")->callback([] {
     run([] {
       controller::ControllerClient client(o.controller, credential(o));
+      const auto fabric = client.fabric();
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& s : client.fabric().switches())
+      for (const auto& s : fabric.switches())
         out.push_back({{"name", s.name()}, {"address", s.address()}, {"level", s.level()},
                        {"aggregators", s.aggregators()}, {"policy", s.policy()}});
       std::cout << out.dump(2) << "\n";

@@ -7,7 +7,12 @@ namespace atp {
 
 Communicator::Communicator(engines::WorkerConfig config, runtime::Endpoint bind,
                            runtime::AddressBook book)
-    : config_(config), book_(std::move(book)), socket_(bind), worker_(config), run_(config.run) {
+    : Communicator(config, runtime::UdpSocket(bind), std::move(book)) {}
+
+Communicator::Communicator(engines::WorkerConfig config, runtime::UdpSocket socket,
+                           runtime::AddressBook book)
+    : config_(config), book_(std::move(book)), socket_(std::move(socket)), worker_(config),
+      run_(config.run) {
   loop_.watch(socket_.fd(), [this] { on_readable(); });
   timer_ = loop_.add_timer([this] { on_timer(); });
   loop_.on_wake([this] { on_wake(); });

@@ -31,6 +31,8 @@ class Communicator {
  public:
   // `bind` is this worker's address; NodeIds in `config` resolve through `book`.
   Communicator(engines::WorkerConfig config, runtime::Endpoint bind, runtime::AddressBook book);
+  // The same on a socket already bound to the worker's address.
+  Communicator(engines::WorkerConfig config, runtime::UdpSocket socket, runtime::AddressBook book);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

@@ -111,6 +111,13 @@ UdpSocket::~UdpSocket() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+UdpSocket::UdpSocket(UdpSocket&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), gso_(o.gso_), headers_(std::move(o.headers_)),
+      iovecs_(std::move(o.iovecs_)), controls_(std::move(o.controls_)),
+      segments_(std::move(o.segments_)), order_(std::move(o.order_)),
+      group_of_(std::move(o.group_of_)), destinations_(std::move(o.destinations_)),
+      counters_(o.counters_) {}
+
 Endpoint UdpSocket::local() const {
   sockaddr_in a{};
   socklen_t len = sizeof a;

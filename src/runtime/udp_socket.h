@@ -95,6 +95,8 @@ class UdpSocket {
   ~UdpSocket();
   UdpSocket(const UdpSocket&) = delete;
   UdpSocket& operator=(const UdpSocket&) = delete;
+  // Bound before its owner exists (a worker publishes its port before its job is admitted).
+  UdpSocket(UdpSocket&& other) noexcept;
 
   int fd() const { return fd_; }
   Endpoint local() const;

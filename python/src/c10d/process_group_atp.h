@@ -1,0 +1,101 @@
+#pragma once
+// The "atp" torch.distributed backend: a c10d ProcessGroup whose float32 SUM/AVG allreduce
+// runs over ATP (libatp's Communicator) and whose every other collective, dtype and op goes to
+// a Gloo process group built from the same store. It lives in C++ because a Python
+// ProcessGroup's Work objects (torch 1.13) lose their errors and die with their Python
+// reference, which DDP does not keep.
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "libatp/job_rendezvous.h"
+
+namespace atp::torch_backend {
+
+class ProcessGroupATP : public c10d::ProcessGroup {
+ public:
+  // Joins the job through `store` (libatp/job_rendezvous.h); throws with the reason.
+  ProcessGroupATP(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                  c10::intrusive_ptr<c10d::ProcessGroup> gloo, const RendezvousSettings& settings);
+  ~ProcessGroupATP() override;
+
+  const std::string getBackendName() const override { return "atp"; }
+  std::uint32_t job() const { return rendezvous_->job(); }
+  // What destroy_process_group() calls: waits for in-flight allreduces, then leaves the job
+  // (rank 0 removes it). Later ATP calls fail; Gloo's still work.
+  void shutdown();
+  // Allreduces this group sent through ATP, and through Gloo.
+  std::uint64_t atp_allreduces() const { return atp_calls_; }
+  std::uint64_t gloo_allreduces() const { return gloo_calls_; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+
+  // Everything else: Gloo.
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& t,
+                                                     const c10d::AllreduceCoalescedOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& t, const c10d::ReduceOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& out,
+                                           std::vector<at::Tensor>& in, const c10d::AllgatherOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
+                                                 const c10d::AllgatherOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& out,
+                                                     std::vector<at::Tensor>& in,
+                                                     const c10d::AllgatherOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& out,
+                                        std::vector<at::Tensor>& in, const c10d::GatherOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& out,
+                                         std::vector<std::vector<at::Tensor>>& in,
+                                         const c10d::ScatterOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& out,
+                                                std::vector<std::vector<at::Tensor>>& in,
+                                                const c10d::ReduceScatterOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                                      const c10d::ReduceScatterOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in,
+                                               std::vector<int64_t>& out_splits,
+                                               std::vector<int64_t>& in_splits,
+                                               const c10d::AllToAllOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
+                                          const c10d::AllToAllOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& t, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& t, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& t, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& o) override;
+  void monitoredBarrier(const c10d::BarrierOptions& o, bool wait_all_ranks) override;
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+
+ private:
+  // One ATP allreduce on its way: completed, in submission order, by the completer thread, so
+  // the Communicator's I/O thread never runs DDP's callbacks.
+  struct InFlight {
+    std::future<void> done;
+    at::Tensor tensor, staged;  // staged: the contiguous host copy ATP sums (or tensor itself)
+    bool average = false;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+  };
+  static bool goes_through_atp(const std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
+  void complete_in_order();
+  void finish(InFlight& f);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::unique_ptr<RendezvousStore> store_adapter_;
+  c10::intrusive_ptr<c10d::ProcessGroup> gloo_;
+  std::unique_ptr<JobRendezvous> rendezvous_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<InFlight> in_flight_;
+  bool stopping_ = false;
+  std::thread completer_;
+  std::atomic<std::uint64_t> atp_calls_{0}, gloo_calls_{0};
+};
+
+}  // namespace atp::torch_backend

@@ -1,0 +1,99 @@
+"""One rank of the "atp" backend checks (test_distributed_backend.py runs it under torchrun).
+
+Every collective is compared with what Gloo gives for the same tensors in the same process:
+ATP's float32 SUM bit for bit (the values are multiples of 2^-10, so both sums are exact),
+AVG against SUM / world size; everything else goes to Gloo and must still work.
+"""
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import atp.distributed
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "collectives"
+
+
+def values(rank, n=10_000):
+    g = torch.Generator().manual_seed(1234 + rank)
+    return (torch.randint(-1024, 1025, (n,), generator=g).float() / 1024)
+
+
+def collectives(rank, size, gloo):
+    report = {}
+    t = values(rank)
+    expected = t.clone()
+    gloo.allreduce([expected]).wait()
+    dist.all_reduce(t)  # through ATP
+    report["sum_exact"] = bool(torch.equal(t, expected))
+    avg = values(rank)
+    dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+    report["avg_exact"] = bool(torch.equal(avg, expected / size))
+    # Async, several in flight, and a strided view.
+    tensors = [values(rank + 10 * i, 3000 + i) for i in range(4)]
+    works = [dist.all_reduce(x, async_op=True) for x in tensors]
+    for w in works:
+        w.wait()
+    ok = True
+    for i, x in enumerate(tensors):
+        e = values(rank + 10 * i, 3000 + i)
+        gloo.allreduce([e]).wait()
+        ok = ok and bool(torch.equal(x, e))
+    report["async_exact"] = ok
+    m = values(rank, 2000).view(40, 50).t()  # not contiguous
+    me = m.clone()
+    gloo.allreduce([me]).wait()
+    dist.all_reduce(m)
+    report["strided_exact"] = bool(torch.equal(m, me))
+    # Gloo's part: ints, MAX, broadcast, all_gather, barrier.
+    pg = dist.distributed_c10d._get_default_group()
+    before = pg.gloo_allreduces
+    i = torch.full((5,), rank + 1, dtype=torch.int64)
+    dist.all_reduce(i)
+    mx = torch.tensor([float(rank)])
+    dist.all_reduce(mx, op=dist.ReduceOp.MAX)
+    report["int_sum"] = i.tolist()
+    report["max"] = mx.item()
+    report["gloo_allreduces"] = pg.gloo_allreduces - before
+    b = torch.tensor([float(rank) + 7])
+    dist.broadcast(b, src=0)
+    report["broadcast"] = b.item()
+    gathered = [torch.zeros(1) for _ in range(size)]
+    dist.all_gather(gathered, torch.tensor([float(rank)]))
+    report["all_gather"] = [g.item() for g in gathered]
+    dist.barrier()
+    report["atp_allreduces"] = pg.atp_allreduces
+    report["job"] = pg.job
+    return report
+
+
+def failure(rank, size, gloo):
+    """Rank 1 skips an allreduce: rank 0's cannot finish and must fail with ATP's reason."""
+    t = values(rank)
+    if rank == 0:
+        try:
+            dist.all_reduce(t)
+            return {"raised": None}
+        except RuntimeError as e:
+            return {"raised": str(e)}
+    return {"raised": "skipped"}
+
+
+def main():
+    dist.init_process_group("atp")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    gloo = dist.ProcessGroupGloo(dist.PrefixStore("check/", dist.distributed_c10d._get_default_store()),
+                                 rank, size)
+    report = {"collectives": collectives, "failure": failure}[MODE](rank, size, gloo)
+    report["rank"] = rank
+    with open(os.path.join(os.environ["ATP_CHECK_DIR"], f"rank{rank}.json"), "w") as f:
+        json.dump(report, f)
+    if MODE != "failure":
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
