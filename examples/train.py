@@ -3,7 +3,9 @@
 
 Two jobs (tenants) of four workers each train at the same time through one `atp switch`: each
 worker is a process running PyTorch DistributedDataParallel, whose gradient buckets are averaged
-by ATP (atp.torch.allreduce_hook). Then the same jobs, seeds and data run with DDP's own Gloo
+by ATP through a DDP comm hook (atp.torch.allreduce_hook) from a cluster file that lists the
+jobs. The torch.distributed backend needs neither (examples/ddp_train.py under torchrun,
+examples/torchrun_jobs.py). Then the same jobs, seeds and data run with DDP's own Gloo
 allreduce. The script prints both loss curves, their largest difference and the iterations per
 second of each, and exits non-zero if the curves differ by more than --tolerance.
 
@@ -12,19 +14,16 @@ second of each, and exits non-zero if the curves differ by more than --tolerance
 import argparse
 import gc
 import json
-import os
 import socket
 import sys
-import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from sklearn.datasets import load_digits
 
 import atp
 import atp.torch
+import ddp_train  # the model, data and loop, shared with the torchrun example
 
 
 def free_tcp_port():
@@ -33,62 +32,27 @@ def free_tcp_port():
         return s.getsockname()[1]
 
 
-def dataset(seed):
-    """Digits (8x8 images, 10 classes), shuffled once by `seed`: 1500 to train, the rest to test."""
-    digits = load_digits()
-    x = torch.tensor(digits.data / 16.0, dtype=torch.float32)
-    y = torch.tensor(digits.target, dtype=torch.int64)
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
-    x, y = x[order], y[order]
-    return (x[:1500], y[:1500]), (x[1500:], y[1500:])
-
-
-def model(hidden, seed):
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(64, hidden), torch.nn.ReLU(),
-                               torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
-                               torch.nn.Linear(hidden, 10))
-
-
 def worker(backend, job, rank, args, cluster_file, port, results):
     """One DDP worker: trains on its shard of every batch, reports losses from rank 0."""
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=args.workers)
     seed = args.seed + job
-    (x, y), (test_x, test_y) = dataset(seed)
-    net = torch.nn.parallel.DistributedDataParallel(model(args.hidden, seed))
+    train_data, (test_x, test_y) = ddp_train.dataset(seed)
+    net = torch.nn.parallel.DistributedDataParallel(ddp_train.model(args.hidden, seed))
     if backend == "atp":
         comm = atp.torch.init(cluster_file, job, rank)
         net.register_comm_hook(atp.torch.HookState(comm), atp.torch.allreduce_hook)
-    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
-    losses = []
-    steps_per_epoch = len(x) // args.batch
-    dist.barrier()
-    start = time.perf_counter()
-    for epoch in range(args.epochs):
-        for step in range(steps_per_epoch):
-            # Each worker takes its slice of the global batch; the average of the workers'
-            # gradients is the gradient of the whole batch.
-            batch = slice(step * args.batch, (step + 1) * args.batch)
-            xb, yb = x[batch][rank::args.workers], y[batch][rank::args.workers]
-            optimizer.zero_grad()
-            loss = torch.nn.functional.cross_entropy(net(xb), yb)
-            loss.backward()
-            optimizer.step()
-            total = loss.detach().clone()
-            dist.all_reduce(total)  # for the report only: the batch's mean loss
-            losses.append(total.item() / args.workers)
-    elapsed = time.perf_counter() - start
+    losses, rate = ddp_train.train(net, train_data, args, rank, args.workers)
     with torch.no_grad():
         accuracy = (net(test_x).argmax(1) == test_y).float().mean().item()
     if rank == 0:
         results.put({"backend": backend, "job": job, "losses": losses,
-                     "iterations_per_s": len(losses) / elapsed, "test_accuracy": accuracy})
+                     "iterations_per_s": rate, "test_accuracy": accuracy})
     # The model goes before the process group. Torch 1.13 destroys DDP's reducer holding the GIL;
     # were it the group's last owner, the group would join its worker threads, one of which may
     # still be freeing a tensor and wait for the GIL: a deadlock (seen under CPU load).
-    del net, optimizer
+    del net
     gc.collect()
     dist.destroy_process_group()
 
@@ -119,11 +83,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=2, help="concurrent jobs (tenants)")
     parser.add_argument("--workers", type=int, default=4, help="workers per job")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--batch", type=int, default=64, help="global batch size")
-    parser.add_argument("--hidden", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=1)
+    ddp_train.add_training_arguments(parser)
     parser.add_argument("--aggregators", type=int, default=1024, help="the switch's pool")
     parser.add_argument("--tolerance", type=float, default=1e-3,
                         help="largest loss difference between ATP and Gloo accepted")

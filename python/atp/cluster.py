@@ -30,6 +30,7 @@ thousand packets a second: keep tensors small.
     atp cluster run   --racks 1 --workers 4 --jobs 2 --systems atp,static,gloo
     atp cluster run   --switch bmv2 --racks 2 --workers 4 --jobs 2 --systems atp --floats 20000
     atp cluster bench --workers 2,4,8 --racks 1,2 --jobs 1,2,4 --out results/
+    atp cluster train --workers 4 --jobs 2 --rate-mbit 200   # DDP under torchrun, ATP vs Gloo
 """
 import argparse
 import csv
@@ -655,6 +656,27 @@ def main(argv=None):
     sweep.add_argument("--rate-mbit", default="1000", help="comma list")
     sweep.add_argument("--out", default="cluster-results", help="results folder")
     add_common(sweep, sweep=True)
+    train = sub.add_parser("train", help="PyTorch DDP under torchrun, ATP's backend against "
+                                         "Gloo (python/atp/cluster_train.py)")
+    train.add_argument("--racks", type=int, default=1)
+    train.add_argument("--workers", type=int, default=4, help="workers (hosts) per job")
+    train.add_argument("--jobs", type=int, default=1, help="torchrun launches at once")
+    train.add_argument("--rate-mbit", type=int, default=200, help="every link's rate")
+    train.add_argument("--epochs", type=int, default=1, help="23 steps each")
+    train.add_argument("--hidden", type=int, default=512,
+                       help="the MLP's width: gradient bytes per step grow as its square")
+    train.add_argument("--values-per-packet", type=int, default=256, help="K")
+    train.add_argument("--window", type=int, default=64)
+    train.add_argument("--aggregators", type=int, default=1024, help="pool of each switch")
+    train.add_argument("--mtu", type=int, default=1500)
+    train.add_argument("--tolerance", type=float, default=1e-3,
+                       help="largest loss difference between ATP and Gloo accepted")
+    train.add_argument("--timeout", type=float, default=900, help="seconds per backend")
+    train.add_argument("--keep", action="store_true", help="keep the run's folder")
+    train.add_argument("--json", metavar="FILE", help="write the results here")
+    train.set_defaults(systems="atp,gloo", ce_mark=0.0, tcp_flow=False, switch="software",
+                       loss=0.0, ecn_backlog_kb=None, ecn_receive_backlog_kb=None,
+                       no_congestion_control=False, aggregator_window=False)
     args = parser.parse_args(argv)
     systems = parse_systems(args.systems)
     if not 1280 <= args.mtu <= 65535:
@@ -703,6 +725,11 @@ def main(argv=None):
             args.p4_program = bmv2.compile_program(tempfile.mkdtemp(prefix="atp-p4-"))
         if args.command == "bench":
             return bench(args, systems)
+        if args.command == "train":
+            from .cluster_train import train
+            if args.racks < 1 or args.workers < args.racks or args.jobs < 1 or args.epochs < 1:
+                parser.error("need racks >= 1, workers >= racks, jobs >= 1, epochs >= 1")
+            return train(args)
         if args.racks < 1 or args.workers < args.racks or args.jobs < 1 or args.floats < 1:
             parser.error("need racks >= 1, workers >= racks, jobs >= 1, floats >= 1")
         record = run_point(args, systems)

@@ -132,6 +132,7 @@ class LocalFabric:
                  values_per_aggregator=256, lease_s=30, check_every_s=1, directory=None):
         self._own_dir = directory is None
         self.dir = directory or tempfile.mkdtemp(prefix="atp-fabric-")
+        os.makedirs(self.dir, exist_ok=True)
         self.fabric = os.path.join(self.dir, "fabric.toml")
         self.servers = [f"ps{i}" for i in range(parameter_servers)]
         lines = ["[[switch]]", 'name = "rack0"', f'address = "127.0.0.1:{_free_udp_port()}"',
@@ -155,7 +156,8 @@ class LocalFabric:
 
     def _command(self, name):
         if name == "controller":
-            return ["controller", "--config", self.fabric, "--listen", "127.0.0.1:0",
+            # A restarted controller comes back where its clients know it.
+            return ["controller", "--config", self.fabric, "--listen", self.controller or "127.0.0.1:0",
                     "--state", self.state, "--operator-credential-file",
                     self.operator_credential_file, "--port-file", self.port_file,
                     "--default-lease-s", str(self._lease_s),

@@ -7,6 +7,7 @@ AVG against SUM / world size; everything else goes to Gloo and must still work.
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -81,18 +82,50 @@ def failure(rank, size, gloo):
     return {"raised": "skipped"}
 
 
+def hold(rank, size, gloo):
+    """Joins, says so, and waits to be killed (the lease test)."""
+    open(os.path.join(os.environ["ATP_CHECK_DIR"], f"ready{rank}"), "w").close()
+    time.sleep(600)
+    return {}
+
+
+def loop(rank, size, gloo):
+    """Allreduces for ATP_CHECK_SECONDS, each checked against Gloo (restarts happen meanwhile)."""
+    deadline = time.monotonic() + float(os.environ.get("ATP_CHECK_SECONDS", "6"))
+    count, exact = 0, True
+    open(os.path.join(os.environ["ATP_CHECK_DIR"], f"ready{rank}"), "w").close()
+    while True:
+        go = torch.tensor([1 if time.monotonic() < deadline else 0])
+        dist.all_reduce(go, op=dist.ReduceOp.MIN)  # Gloo: every rank stops at the same step
+        if go.item() == 0:
+            break
+        t = values(rank + count, 20_000)
+        e = t.clone()
+        gloo.allreduce([e]).wait()
+        dist.all_reduce(t)
+        exact = exact and bool(torch.equal(t, e))
+        count += 1
+        time.sleep(0.05)
+    return {"allreduces": count, "exact": exact,
+            "job": dist.distributed_c10d._get_default_group().job}
+
+
 def main():
     dist.init_process_group("atp")
     rank, size = dist.get_rank(), dist.get_world_size()
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("check/", dist.distributed_c10d._get_default_store()),
                                  rank, size)
-    report = {"collectives": collectives, "failure": failure}[MODE](rank, size, gloo)
+    modes = {"collectives": collectives, "failure": failure, "hold": hold, "loop": loop}
+    report = modes[MODE](rank, size, gloo)
     report["rank"] = rank
     with open(os.path.join(os.environ["ATP_CHECK_DIR"], f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
     if MODE != "failure":
         dist.barrier()
     dist.destroy_process_group()
+    # The checking Gloo group is torch's own: freed holding the GIL, torch 1.13 can deadlock
+    # joining its threads (docs/pytorch.md). The ATP group was freed above, without the GIL.
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 #include "process_group_atp.h"
 
 #include <ATen/ATen.h>
+#include <pybind11/pybind11.h>
 
 #include <iostream>
+#include <optional>
 
 namespace atp::torch_backend {
 
@@ -67,11 +69,18 @@ ProcessGroupATP::ProcessGroupATP(const c10::intrusive_ptr<c10d::Store>& store, i
 }
 
 ProcessGroupATP::~ProcessGroupATP() {
+  // Python frees the group holding the GIL. Gloo's destructor joins its threads, and one of them
+  // may be freeing a tensor that needs the GIL (torch 1.13): without letting go, both wait for
+  // ever. Leaving the job may wait for the other ranks too.
+  std::optional<pybind11::gil_scoped_release> released;
+  if (Py_IsInitialized() && PyGILState_Check()) released.emplace();
   try {
     shutdown();
   } catch (const std::exception& e) {
     std::cerr << "ATP: shutting the process group down: " << e.what() << "\n";
   }
+  rendezvous_.reset();
+  gloo_.reset();
 }
 
 void ProcessGroupATP::shutdown() {

@@ -1,0 +1,201 @@
+"""`atp cluster train`: PyTorch DDP under torchrun on the emulated cluster, ATP against Gloo.
+
+Each job is one torchrun launch of examples/ddp_train.py with a process on each of its hosts
+(worker k of every job on the same host, as `atp cluster run` places them), over the same
+shaped links, one system after the other in the same run:
+
+    atp   `atp switch` per switch and `atp ps` per job from a fabric file with no jobs, and
+          `atp controller` in rack 0's switch namespace: each launch finds it in
+          $ATP_CONTROLLER and is admitted when its process group is created
+    gloo  the same script with --backend gloo: DDP's ring allreduce over TCP
+
+Per job: iterations/s of both, their ratio, and the largest difference between the loss curves.
+--hidden sets the model's width and so the gradient bytes per step (4 x (64 h + h^2 + 10 h)).
+"""
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+from .cluster import Topology, cluster_file, sh, teardown, wait_with_cpu
+from .launch import atp_binary
+
+CONTROLLER_PORT = 50051
+
+
+def training_script():
+    """examples/ddp_train.py of this source tree."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = []
+    try:
+        from ._source import SOURCE_DIR  # written by CMake into the build tree's package
+        candidates.append(os.path.join(SOURCE_DIR, "examples"))
+    except ImportError:
+        pass
+    candidates.append(os.path.join(here, "..", "..", "examples"))
+    for folder in candidates:
+        path = os.path.join(folder, "ddp_train.py")
+        if os.path.isfile(path):
+            return os.path.abspath(path)
+    raise FileNotFoundError("cannot find examples/ddp_train.py")
+
+
+def fabric_file(topo, args, folder):
+    """The cluster file of `atp cluster run` without its jobs, control sockets in `folder`."""
+    text = cluster_file(topo, args, "atp").split("[[job]]")[0]
+    lines = []
+    for line in text.splitlines():
+        lines.append(line)
+        if line.startswith("name = "):
+            name = line.split('"')[1]
+            lines.append(f'control = "{folder}/{name}.sock"')
+    return "\n".join(lines) + "\n"
+
+
+def start_fabric(topo, args, folder, log):
+    """Switches, PSs and the controller; returns their processes and the controller's address."""
+    binary = atp_binary()
+    fabric = os.path.join(folder, "fabric.toml")
+    with open(fabric, "w") as f:
+        f.write(fabric_file(topo, args, folder))
+    processes = []
+    for ns, name in topo.switch_names():
+        processes.append(topo.spawn(ns, [binary, "switch", "--config", fabric, "--name", name,
+                                         "--log-level", "warn", "--control", f"{folder}/{name}.sock"], log))
+    for j in range(args.jobs):
+        name = f"ps{j + 1}"
+        processes.append(topo.spawn(topo.server(j), [binary, "ps", "--config", fabric, "--name",
+                                                     name, "--log-level", "warn", "--control",
+                                                     f"{folder}/{name}.sock"], log))
+    time.sleep(0.5)
+    address = f"{topo.rack_switch_ip(0)}:{CONTROLLER_PORT}"
+    processes.append(topo.spawn(topo.rack_switch(0), [
+        binary, "controller", "--config", fabric, "--listen", address, "--state",
+        os.path.join(folder, "controller-state.json"), "--log-level", "warn"], log))
+    time.sleep(1.0)
+    for p in processes:
+        if p.poll() is not None:
+            raise RuntimeError(f"a daemon exited at start (code {p.returncode}); see {log.name}")
+    return processes, address
+
+
+def launch_job(topo, args, backend, job, folder, env, log):
+    """One torchrun per host of job `job` (static rendezvous at its rank 0's host)."""
+    master = topo.host_ip(*topo.place(0))
+    report = os.path.join(folder, f"{backend}-job{job}.json")
+    processes = []
+    for k in range(args.workers):
+        r, h = topo.place(k)
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(args.workers),
+                   "--nproc_per_node", "1", "--node_rank", str(k), "--master_addr", master,
+                   "--master_port", str(29500 + job), "--redirects", "1", "--tee", "1",
+                   "--log_dir", os.path.join(folder, f"{backend}-job{job}-rank{k}"),
+                   training_script(), "--backend", backend, "--json", report,
+                   "--epochs", str(args.epochs), "--hidden", str(args.hidden),
+                   "--seed", str(job)]
+        worker_env = dict(env, ATP_RACK=f"rack{r}")
+        processes.append(subprocess_in(topo.host(r, h), command, worker_env, log))
+    return processes, report
+
+
+def subprocess_in(ns, command, env, log):
+    import subprocess
+    return subprocess.Popen(["ip", "netns", "exec", ns] + command, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+
+
+def run_backend(topo, args, backend, workdir):
+    """Every job at once on `backend`; returns {job: rank 0's report} and the CPU seconds."""
+    folder = os.path.join(workdir, backend)
+    os.makedirs(folder, exist_ok=True)
+    log = open(os.path.join(folder, "processes.log"), "w")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=package, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="eth0",
+               ATP_VALUES_PER_PACKET=str(args.values_per_packet), ATP_WINDOW=str(args.window))
+    daemons, launches, cpu = [], [], {"workers": 0.0, "daemons": 0.0}
+    try:
+        if backend == "atp":
+            daemons, env["ATP_CONTROLLER"] = start_fabric(topo, args, folder, log)
+        for job in range(1, args.jobs + 1):
+            launches.append(launch_job(topo, args, backend, job, folder, env, log))
+        deadline = time.time() + args.timeout
+        for processes, _ in launches:
+            for p in processes:
+                cpu["workers"] += wait_with_cpu(p, max(1, deadline - time.time()))
+    finally:
+        for p in daemons:
+            p.send_signal(signal.SIGTERM)
+        for p in daemons:
+            cpu["daemons"] += wait_with_cpu(p, 10)
+        log.close()
+    reports = {}
+    for job, (processes, report) in enumerate(launches, start=1):
+        try:
+            with open(report) as f:
+                reports[job] = json.load(f)
+        except (OSError, ValueError):
+            codes = [p.returncode for p in processes]
+            reports[job] = {"error": f"no report (exit codes {codes}); see {log.name}"}
+    return reports, cpu
+
+
+def train(args):
+    hosts = -(-args.workers // args.racks)
+    workdir = tempfile.mkdtemp(prefix="atp-cluster-train-")
+    topo = Topology(args.racks, hosts, args.jobs, args.rate_mbit, mtu=args.mtu)
+    results = {}
+    try:
+        topo.build()
+        for backend in ("atp", "gloo"):
+            results[backend] = run_backend(topo, args, backend, workdir)
+    finally:
+        teardown()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"kept {workdir}", file=sys.stderr)
+    record = summarize(args, results)
+    print_summary(record)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=1)
+    return 0 if record["ok"] else 1
+
+
+def summarize(args, results):
+    jobs, ok = [], True
+    for job in range(1, args.jobs + 1):
+        a, g = results["atp"][0][job], results["gloo"][0][job]
+        entry = {"job": job, "atp": a, "gloo": g}
+        if "losses" in a and "losses" in g:
+            entry["largest_loss_difference"] = max(abs(p - q) for p, q in zip(a["losses"], g["losses"]))
+            entry["atp_vs_gloo"] = a["iterations_per_s"] / g["iterations_per_s"]
+            ok = ok and entry["largest_loss_difference"] <= args.tolerance
+        else:
+            ok = False
+        jobs.append(entry)
+    gradient_bytes = 4 * (64 * args.hidden + args.hidden + args.hidden * args.hidden + args.hidden
+                          + 10 * args.hidden + 10)
+    return {"racks": args.racks, "workers": args.workers, "jobs": args.jobs,
+            "rate_mbit": args.rate_mbit, "epochs": args.epochs, "hidden": args.hidden,
+            "gradient_bytes_per_step": gradient_bytes, "values_per_packet": args.values_per_packet,
+            "cpu_s": {b: results[b][1] for b in results}, "per_job": jobs, "ok": ok}
+
+
+def print_summary(record):
+    print(f"DDP under torchrun: {record['jobs']} job(s) x {record['workers']} workers, "
+          f"{record['racks']} rack(s), {record['rate_mbit']} Mbit/s links, "
+          f"{record['gradient_bytes_per_step'] / 1e6:.2f} MB of gradients per step")
+    for j in record["per_job"]:
+        if "atp_vs_gloo" not in j:
+            print(f"  job {j['job']}: failed: ATP {j['atp'].get('error', 'ok')}; "
+                  f"Gloo {j['gloo'].get('error', 'ok')}")
+            continue
+        print(f"  job {j['job']}: iterations/s ATP {j['atp']['iterations_per_s']:.2f} | Gloo "
+              f"{j['gloo']['iterations_per_s']:.2f} (ATP/Gloo {j['atp_vs_gloo']:.2f}); loss curves "
+              f"differ by at most {j['largest_loss_difference']:.2e}")
+    for backend, cpu in record["cpu_s"].items():
+        print(f"  CPU seconds, {backend}: workers {cpu['workers']:.1f}, daemons {cpu['daemons']:.1f}")
