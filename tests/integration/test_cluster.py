@@ -40,6 +40,30 @@ class ClusterSmoke(unittest.TestCase):
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn(cluster.PREFIX, listing)  # torn down
 
+    def test_ddp_under_torchrun_on_two_racks_matches_gloo(self):
+        """`atp cluster train`: the torch backend's jobs admitted by a controller in a switch
+        namespace, one torchrun per host across two racks; losses equal to Gloo's."""
+        try:
+            import torch  # noqa: F401
+            from atp import _c10d  # noqa: F401
+        except ImportError as e:
+            self.skipTest(f"the torch backend is not built ({e})")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "report.json")
+            run = subprocess.run([ATP, "cluster", "train", "--racks", "2", "--workers", "2",
+                                  "--jobs", "2", "--rate-mbit", "100", "--hidden", "128",
+                                  "--json", out], capture_output=True, text=True, timeout=600)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            with open(out) as f:
+                report = json.load(f)
+        self.assertTrue(report["ok"])
+        self.assertEqual(len(report["per_job"]), 2)
+        for job in report["per_job"]:
+            self.assertLess(job["largest_loss_difference"], 1e-3)
+            self.assertGreater(job["atp"]["iterations_per_s"], 0)
+            self.assertEqual(job["atp"]["world"], 2)
+        self.assertEqual(len({j["atp"]["job"] for j in report["per_job"]}), 2)  # admitted apart
+
     def test_the_aggregator_window_reaches_the_workers_and_stays_exact(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "report.json")
