@@ -12,6 +12,7 @@
 #include "daemons/control_requests.h"
 #include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
+#include "engines/switch/switch_tables.h"
 #include "runtime/local_servers.h"
 
 namespace atp::controller {
@@ -112,6 +113,20 @@ TEST(JobBook, RefusesWhatDoesNotFitWithTheReason) {
   EXPECT_THROW(JobBook(fabric_text("x") + "[[job]]\nid = 1\nparameter_servers = [\"ps0\"]\n"
                        "workers = [{ rack = \"rack0\", address = \"127.0.0.1:5\" }]\n", "fabric"),
                std::invalid_argument);
+}
+
+TEST(JobBook, WhenEveryIdAndMulticastGroupIsHeldTheNextJobIsRefused) {
+  JobBook book(fabric_text("ids"), "fabric", Limits{.max_jobs = 1 << 20});
+  for (std::uint32_t i = 0; i < engines::kMaxSwitchJobId; ++i) book.record(book.prepare(two_workers(7000), 0));
+  try {
+    book.prepare(two_workers(7000), 0);
+    FAIL() << "admitted a job with no id left";
+  } catch (const ControllerError& e) {
+    EXPECT_EQ(e.kind, ControllerError::Kind::refused);
+    EXPECT_NE(std::string(e.what()).find("multicast group"), std::string::npos);
+  }
+  book.erase(77);
+  EXPECT_EQ(book.prepare(two_workers(7000), 0).config.id, 77u);  // the only one free
 }
 
 TEST(JobBook, LeasesLapseUnlessRenewedAndStateSurvivesARestart) {

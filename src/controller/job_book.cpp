@@ -93,6 +93,7 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
 
 void JobBook::record(AdmittedJob job) {
   const std::uint32_t id = job.config.id;
+  for (const auto& ps : job.config.parameter_servers) ++server_load_[ps];
   jobs_[id] = std::move(job);
   next_id_ = id % engines::kMaxSwitchJobId + 1;
 }
@@ -102,6 +103,7 @@ std::optional<AdmittedJob> JobBook::erase(std::uint32_t id) {
   if (it == jobs_.end()) return std::nullopt;
   AdmittedJob job = std::move(it->second);
   jobs_.erase(it);
+  for (const auto& ps : job.config.parameter_servers) --server_load_[ps];
   return job;
 }
 
@@ -156,10 +158,8 @@ std::uint32_t JobBook::next_free_id() const {
 std::vector<std::string> JobBook::pick_servers(std::uint32_t count) const {
   std::vector<std::pair<std::size_t, std::size_t>> load;  // (jobs, fabric position)
   for (std::size_t i = 0; i < fabric_.servers().size(); ++i) {
-    std::size_t n = 0;
-    for (const auto& [id, job] : jobs_)
-      n += std::ranges::count(job.config.parameter_servers, fabric_.servers()[i].name);
-    load.emplace_back(n, i);
+    const auto it = server_load_.find(fabric_.servers()[i].name);
+    load.emplace_back(it == server_load_.end() ? 0 : it->second, i);
   }
   std::ranges::sort(load);
   std::vector<std::string> out;
@@ -209,7 +209,7 @@ void JobBook::load(const std::string& path, Time now) {
     state = nlohmann::json::parse(in);
     if (state.at("version").get<int>() != kStateVersion)
       throw std::invalid_argument("state version " + state.at("version").dump());
-    next_id_ = state.at("next_id").get<std::uint32_t>();
+    const auto next_id = state.at("next_id").get<std::uint32_t>();
     for (const auto& j : state.at("jobs")) {
       AdmittedJob a;
       const auto jobs = fabric_.with_jobs_from(j.at("job_toml").get<std::string>(), path).jobs();
@@ -218,8 +218,9 @@ void JobBook::load(const std::string& path, Time now) {
       a.credential = j.at("credential").get<std::string>();
       a.lease = j.at("lease_ms").get<Duration>() * kMillisecond;
       a.lease_ends = now + a.lease;
-      jobs_[a.config.id] = std::move(a);
+      record(std::move(a));
     }
+    next_id_ = next_id;  // record() moved it past each loaded job
   } catch (const std::exception& e) {
     throw std::invalid_argument(path + ": unreadable controller state (" + e.what() + ")");
   }

@@ -82,6 +82,7 @@ class JobBook {
   control::ClusterConfig fabric_;
   Limits limits_;
   std::map<std::uint32_t, AdmittedJob> jobs_;
+  std::map<std::string, std::size_t> server_load_;  // jobs per parameter server
   std::uint32_t next_id_ = 1;  // ids go round 1..kMaxSwitchJobId, skipping held ones
 };
 
