@@ -30,6 +30,7 @@ class Options:
     """Settings of the "atp" backend; None: the environment variable, else the default."""
     controller: Optional[str] = None         # ATP_CONTROLLER: host:port of `atp controller`
     credential: Optional[str] = None         # ATP_CREDENTIAL: if the controller needs one to admit
+    tls_ca_file: Optional[str] = None        # ATP_CONTROLLER_CA: talk TLS, trusting this CA (PEM)
     rack: Optional[str] = None               # ATP_RACK: this node's rack switch (one rack: itself)
     worker_ip: Optional[str] = None          # ATP_WORKER_IP: address to bind (default: routed one)
     name: Optional[str] = None               # ATP_JOB_NAME: shown by `atp job list`
@@ -43,6 +44,7 @@ class Options:
 
 _ENVIRONMENT = {
     "controller": ("ATP_CONTROLLER", str), "credential": ("ATP_CREDENTIAL", str),
+    "tls_ca_file": ("ATP_CONTROLLER_CA", str),
     "rack": ("ATP_RACK", str), "worker_ip": ("ATP_WORKER_IP", str),
     "name": ("ATP_JOB_NAME", str), "values_per_packet": ("ATP_VALUES_PER_PACKET", int),
     "window": ("ATP_WINDOW", int), "parameter_servers": ("ATP_PARAMETER_SERVERS", int),

@@ -129,7 +129,8 @@ class LocalFabric:
     """
 
     def __init__(self, parameter_servers=1, aggregators=1024, policy="atp",
-                 values_per_aggregator=256, lease_s=30, check_every_s=1, directory=None):
+                 values_per_aggregator=256, lease_s=30, check_every_s=1, directory=None,
+                 tls=False):
         self._own_dir = directory is None
         self.dir = directory or tempfile.mkdtemp(prefix="atp-fabric-")
         os.makedirs(self.dir, exist_ok=True)
@@ -151,6 +152,14 @@ class LocalFabric:
         self.state = os.path.join(self.dir, "controller-state.json")
         self.port_file = os.path.join(self.dir, "controller.address")
         self._lease_s, self._check_every_s = lease_s, check_every_s
+        # tls: the controller serves a self-signed certificate for 127.0.0.1, which is also the
+        # CA its clients trust (tls_ca_file: ATP_CONTROLLER_CA, `atp job --tls-ca-file`).
+        self.tls_ca_file = os.path.join(self.dir, "controller-cert.pem") if tls else None
+        if tls:
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                            "-keyout", os.path.join(self.dir, "controller-key.pem"),
+                            "-out", self.tls_ca_file], check=True, capture_output=True)
         self._processes = {}
         self.controller = None
 
@@ -161,7 +170,9 @@ class LocalFabric:
                     "--state", self.state, "--operator-credential-file",
                     self.operator_credential_file, "--port-file", self.port_file,
                     "--default-lease-s", str(self._lease_s),
-                    "--check-every-s", str(self._check_every_s)]
+                    "--check-every-s", str(self._check_every_s)] + (
+                        ["--tls-cert-file", self.tls_ca_file, "--tls-key-file",
+                         os.path.join(self.dir, "controller-key.pem")] if self.tls_ca_file else [])
         kind = "switch" if name == "rack0" else "ps"
         return [kind, "--config", self.fabric, "--name", name, "--log-level", "warn",
                 "--control", f"{self.dir}/{name}.sock"]
@@ -193,9 +204,12 @@ class LocalFabric:
             os.remove(self.port_file)
         self._start([name])
 
-    def job(self, *args, credential_file=None):
-        """`atp job ARGS...` against this controller: (exit code, stdout, stderr)."""
+    def job(self, *args, credential_file=None, tls=True):
+        """`atp job ARGS...` against this controller: (exit code, stdout, stderr). tls=False
+        leaves out the CA (a plaintext client)."""
         command = [atp_binary(), "job", "--controller", self.controller]
+        if tls and self.tls_ca_file:
+            command += ["--tls-ca-file", self.tls_ca_file]
         if credential_file:
             command += ["--credential-file", credential_file]
         r = subprocess.run(command + list(args), capture_output=True, text=True, timeout=60)

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "apps/commands.h"
+#include "controller/controller_client.h"
 #include "controller/controller_service.h"
 #include "runtime/event_loop.h"
 
@@ -18,6 +19,7 @@ namespace {
 
 struct ControllerOptions {
   std::string fabric, listen = "127.0.0.1:50051", state, operator_file, admit_file, port_file;
+  std::string tls_cert, tls_key;
   std::string log_level = "info";
   unsigned default_lease_s = 30, max_lease_s = 3600, static_share = 4, check_every_s = 5;
 };
@@ -38,6 +40,16 @@ std::string read_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// TLS with the given certificate and key, or plaintext.
+std::shared_ptr<grpc::ServerCredentials> server_credentials(const ControllerOptions& o) {
+  if (o.tls_cert.empty() != o.tls_key.empty())
+    throw std::invalid_argument("--tls-cert-file and --tls-key-file go together");
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({controller::read_pem(o.tls_key), controller::read_pem(o.tls_cert)});
+  return grpc::SslServerCredentials(options);
 }
 
 void serve(const ControllerOptions& o) {
@@ -63,14 +75,15 @@ void serve(const ControllerOptions& o) {
 
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(o.listen, server_credentials(o), &port);
   builder.SetMaxReceiveMessageSize(controller::kMaxRequestBytes);
   builder.RegisterService(&service);
   const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) throw std::invalid_argument("cannot listen on " + o.listen);
   const std::string bound = o.listen.substr(0, o.listen.rfind(':')) + ":" + std::to_string(port);
   if (!o.port_file.empty()) std::ofstream(o.port_file) << bound << "\n";
-  spdlog::info("controller serving {} on {} ({} jobs recovered{})", o.fabric, bound, recovered,
+  spdlog::info("controller serving {} on {}{} ({} jobs recovered{})", o.fabric, bound,
+               o.tls_cert.empty() ? " (plaintext)" : " (TLS)", recovered,
                o.state.empty() ? ", no state file: jobs die with it" : ", state in " + o.state);
 
   const timespec tick{1, 0};
@@ -110,6 +123,11 @@ void add_controller_command(CLI::App& app) {
   c->add_option("--check-every-s", o.check_every_s,
                 "Re-check that every daemon holds its jobs this often (a restarted one gets them back)")
       ->capture_default_str()->check(CLI::Range(1u, 3600u));
+  c->add_option("--tls-cert-file", o.tls_cert,
+                "PEM certificate to serve TLS with (its name must match what clients dial)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--tls-key-file", o.tls_key, "PEM private key of --tls-cert-file")
+      ->check(CLI::ExistingFile);
   c->add_option("--port-file", o.port_file, "Write host:port served here once listening");
   c->add_option("--log-level", o.log_level, "trace, debug, info, warn, error")->capture_default_str();
   c->callback([] { serve(o); });

@@ -2,6 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "controller/controller_error.h"
 
 namespace atp::controller {
@@ -20,10 +23,28 @@ std::string code_name(grpc::StatusCode code) {
   }
 }
 
+std::string read_pem(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().find("-----BEGIN") == std::string::npos)
+    throw std::invalid_argument(path + ": not a readable PEM file");
+  return text.str();
+}
+
+namespace {
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const std::string& ca_file) {
+  if (ca_file.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = read_pem(ca_file);
+  return grpc::SslCredentials(options);
+}
+}  // namespace
+
 ControllerClient::ControllerClient(const std::string& address, std::string credential,
-                                   std::chrono::milliseconds timeout)
+                                   const std::string& tls_ca_file, std::chrono::milliseconds timeout)
     : address_(address), credential_(std::move(credential)), timeout_(timeout),
-      stub_(v1::Controller::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+      stub_(v1::Controller::NewStub(grpc::CreateChannel(address, channel_credentials(tls_ca_file)))) {}
 
 template <typename Call>
 void ControllerClient::call(const char* what, Call&& body) {

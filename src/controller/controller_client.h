@@ -19,8 +19,10 @@ struct ControllerCallError : std::runtime_error {
 class ControllerClient {
  public:
   // `address`: host:port. `credential`: sent with every call (a job's, the operator's, or the
-  // admission credential), may be empty.
+  // admission credential), may be empty. `tls_ca_file`: the PEM certificate(s) that signed the
+  // controller's: the channel is TLS and the controller's name is checked; empty: plaintext.
   explicit ControllerClient(const std::string& address, std::string credential = {},
+                            const std::string& tls_ca_file = {},
                             std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   void set_credential(std::string credential) { credential_ = std::move(credential); }
@@ -39,6 +41,9 @@ class ControllerClient {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<v1::Controller::Stub> stub_;
 };
+
+// The whole of a (PEM) file; throws std::invalid_argument naming it.
+std::string read_pem(const std::string& path);
 
 // The name of a gRPC status code, as the tools print it ("NOT_FOUND").
 std::string code_name(grpc::StatusCode code);

@@ -115,7 +115,7 @@ JobRendezvous::~JobRendezvous() {
 runtime::UdpSocket JobRendezvous::bind_socket(const RendezvousSettings& s, std::string& rack) {
   std::uint32_t ip = 0x7F000001;
   if (!s.controller.empty()) {
-    const auto fabric = controller::ControllerClient(s.controller).fabric();
+    const auto fabric = controller::ControllerClient(s.controller, {}, s.tls_ca_file).fabric();
     const auto& sw = pick_rack(fabric, s.rack);
     rack = sw.name();
     ip = address_toward(runtime::Endpoint::parse_or_throw(sw.address(), "rack switch address"));
@@ -148,7 +148,7 @@ std::string JobRendezvous::admit(int size, const RendezvousSettings& s) {
     return nlohmann::json{{"ok", true}, {"job", LocalFabric::kJob}, {"run", 0},
                           {"cluster", local_->cluster_text()}}.dump();
   }
-  client_ = std::make_unique<controller::ControllerClient>(s.controller, s.credential);
+  client_ = std::make_unique<controller::ControllerClient>(s.controller, s.credential, s.tls_ca_file);
   const auto a = client_->admit(admission_request(workers, s));
   client_->set_credential(a.credential());
   job_ = a.job_id();

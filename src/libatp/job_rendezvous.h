@@ -42,6 +42,7 @@ class RendezvousStore {
 struct RendezvousSettings {
   std::string controller;   // host:port; empty: a LocalFabric in rank 0's process
   std::string credential;   // presented to AdmitJob if the controller asks for one
+  std::string tls_ca_file;  // the CA of the controller's TLS certificate (empty: plaintext)
   std::string rack;         // this rank's rack switch (default: the fabric's only one)
   std::string worker_ip;    // the address to bind (default: the one routed to the rack switch)
   std::string name;         // the job's name in `atp job list`

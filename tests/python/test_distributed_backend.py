@@ -213,3 +213,19 @@ def test_the_torchrun_example_trains_two_jobs_at_once_like_gloo(tmp_path):
     for job in ("1", "2"):
         losses = report["atp"][job]["losses"]
         assert losses[-1] < 0.5 * losses[0]
+
+
+def test_a_tls_controller_talks_only_to_clients_that_trust_its_certificate(tmp_path):
+    with atp.launch.LocalFabric(tls=True) as fabric:
+        code, out, err = fabric.job("fabric")
+        assert code == 0, err
+        code, _, err = fabric.job("fabric", tls=False)  # plaintext against TLS: no connection
+        assert code == 3 and "UNAVAILABLE" in err, err
+        tls = {"ATP_CONTROLLER": fabric.controller, "ATP_CONTROLLER_CA": fabric.tls_ca_file}
+        code, out = torchrun("collectives", tmp_path / "tls", env=tls)
+        assert code == 0, out
+        for r in reports(tmp_path / "tls"):
+            assert_collectives_exact(r)
+        code, out = torchrun("collectives", tmp_path / "plain", env={"ATP_CONTROLLER": fabric.controller})
+        assert code != 0 and "UNAVAILABLE" in out
+        assert fabric.jobs() == []

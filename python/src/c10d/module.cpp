@@ -20,6 +20,7 @@ atp::RendezvousSettings settings_of(const py::dict& d) {
   };
   text("controller", s.controller);
   text("credential", s.credential);
+  text("tls_ca_file", s.tls_ca_file);
   text("rack", s.rack);
   text("worker_ip", s.worker_ip);
   text("name", s.name);
