@@ -211,7 +211,7 @@ constexpr char kOperator[] = "operator-secret-0123456789";
 class Controller {
  public:
   Controller(const std::string& fabric, const std::string& state, Limits limits = {})
-      : service_(recovered(fabric, state, limits), {state, kOperator, ""}) {
+      : service_(recovered(fabric, state, limits), {state, kOperator, "", ""}) {
     service_.reconcile();
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);

@@ -33,6 +33,12 @@ def atp_binary():
     raise FileNotFoundError("atp: cannot find the `atp` program; set ATP_BIN or build the project")
 
 
+def _free_tcp_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _free_udp_port():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -130,25 +136,34 @@ class LocalFabric:
 
     def __init__(self, parameter_servers=1, aggregators=1024, policy="atp",
                  values_per_aggregator=256, lease_s=30, check_every_s=1, directory=None,
-                 tls=False):
+                 tls=False, tcp_control=False):
         self._own_dir = directory is None
         self.dir = directory or tempfile.mkdtemp(prefix="atp-fabric-")
         os.makedirs(self.dir, exist_ok=True)
         self.fabric = os.path.join(self.dir, "fabric.toml")
         self.servers = [f"ps{i}" for i in range(parameter_servers)]
+        # tcp_control: the daemons take control requests on TCP ports, with a secret the
+        # controller holds (as daemons on other hosts would); else Unix sockets in `dir`.
+        self.daemon_secret_file = os.path.join(self.dir, "daemon-secret") if tcp_control else None
+        self.control = {name: (f"tcp://127.0.0.1:{_free_tcp_port()}" if tcp_control
+                               else f"{self.dir}/{name}.sock") for name in ["rack0"] + self.servers}
         lines = ["[[switch]]", 'name = "rack0"', f'address = "127.0.0.1:{_free_udp_port()}"',
                  f"aggregators = {aggregators}", f'policy = "{policy}"',
                  f"values_per_aggregator = {values_per_aggregator}",
-                 f'control = "{self.dir}/rack0.sock"']
+                 f'control = "{self.control["rack0"]}"']
         for name in self.servers:
             lines += ["[[ps]]", f'name = "{name}"', f'address = "127.0.0.1:{_free_udp_port()}"',
-                      f'control = "{self.dir}/{name}.sock"']
+                      f'control = "{self.control[name]}"']
         with open(self.fabric, "w") as f:
             f.write("\n".join(lines) + "\n")
         self.operator_credential_file = os.path.join(self.dir, "operator")
         with open(self.operator_credential_file, "w") as f:
             f.write(os.urandom(16).hex() + "\n")
         os.chmod(self.operator_credential_file, 0o600)
+        if tcp_control:
+            with open(self.daemon_secret_file, "w") as f:
+                f.write(os.urandom(16).hex() + "\n")
+            os.chmod(self.daemon_secret_file, 0o600)
         self.state = os.path.join(self.dir, "controller-state.json")
         self.port_file = os.path.join(self.dir, "controller.address")
         self._lease_s, self._check_every_s = lease_s, check_every_s
@@ -172,10 +187,12 @@ class LocalFabric:
                     "--default-lease-s", str(self._lease_s),
                     "--check-every-s", str(self._check_every_s)] + (
                         ["--tls-cert-file", self.tls_ca_file, "--tls-key-file",
-                         os.path.join(self.dir, "controller-key.pem")] if self.tls_ca_file else [])
+                         os.path.join(self.dir, "controller-key.pem")] if self.tls_ca_file else []) + (
+                        ["--daemon-secret-file", self.daemon_secret_file]
+                        if self.daemon_secret_file else [])
         kind = "switch" if name == "rack0" else "ps"
-        return [kind, "--config", self.fabric, "--name", name, "--log-level", "warn",
-                "--control", f"{self.dir}/{name}.sock"]
+        return [kind, "--config", self.fabric, "--name", name, "--log-level", "warn"] + (
+            ["--control-secret-file", self.daemon_secret_file] if self.daemon_secret_file else [])
 
     def _start(self, names):
         for name, process in zip(names, _start_daemons(self.dir, [(n, self._command(n))

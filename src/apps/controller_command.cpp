@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "apps/commands.h"
+#include "apps/secret_file.h"
 #include "controller/controller_client.h"
 #include "controller/controller_service.h"
 #include "runtime/event_loop.h"
@@ -19,20 +20,10 @@ namespace {
 
 struct ControllerOptions {
   std::string fabric, listen = "127.0.0.1:50051", state, operator_file, admit_file, port_file;
-  std::string tls_cert, tls_key;
+  std::string tls_cert, tls_key, daemon_secret_file;
   std::string log_level = "info";
   unsigned default_lease_s = 30, max_lease_s = 3600, static_share = 4, check_every_s = 5;
 };
-
-std::string read_secret(const std::string& path, const char* what) {
-  if (path.empty()) return {};
-  std::ifstream in(path);
-  std::string secret;
-  if (!in || !std::getline(in, secret) || secret.size() < 16)
-    throw std::invalid_argument(path + ": the " + std::string(what) +
-                                " credential file must hold one line of at least 16 characters");
-  return secret;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -62,8 +53,9 @@ void serve(const ControllerOptions& o) {
   if (!o.state.empty()) book.load(o.state, runtime::monotonic_now());
   const std::size_t recovered = book.ids().size();
   controller::ControllerService service(
-      std::move(book), {o.state, read_secret(o.operator_file, "operator"),
-                        read_secret(o.admit_file, "admission")});
+      std::move(book), {o.state, read_secret_file(o.operator_file, "operator credential"),
+                        read_secret_file(o.admit_file, "admission credential"),
+                        read_secret_file(o.daemon_secret_file, "daemon control secret")});
   for (const auto& line : service.reconcile()) spdlog::info("controller: {}", line);
 
   // Signals are taken by sigtimedwait below, never by a handler on a gRPC thread.
@@ -113,6 +105,9 @@ void add_controller_command(CLI::App& app) {
                 "File whose first line is the operator's credential (ListJobs, any job)");
   c->add_option("--admit-credential-file", o.admit_file,
                 "File whose first line admission requests must present (default: none needed)");
+  c->add_option("--daemon-secret-file", o.daemon_secret_file,
+                "File whose first line is the secret of daemons controlled over TCP (control = "
+                "\"tcp://...\" in the fabric)");
   c->add_option("--default-lease-s", o.default_lease_s, "Lease of a job that names none")
       ->capture_default_str()->check(CLI::Range(1u, 86400u));
   c->add_option("--max-lease-s", o.max_lease_s, "Longest lease a job may ask for")

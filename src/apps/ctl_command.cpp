@@ -4,18 +4,24 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/secret_file.h"
 #include "runtime/local_servers.h"
 
 namespace atp::apps {
 
 void add_ctl_command(CLI::App& app) {
-  static std::string socket, config;
+  static std::string socket, config, secret_file;
   static std::uint32_t job = 0;
   auto* ctl = app.add_subcommand("ctl", "Control a running switch or parameter server");
-  ctl->add_option("--socket", socket, "The daemon's control socket (e.g. /tmp/atp-rack0.sock)")
+  ctl->add_option("--socket", socket,
+                  "The daemon's control socket (e.g. /tmp/atp-rack0.sock, or tcp://a.b.c.d:port)")
       ->required();
+  ctl->add_option("--secret-file", secret_file,
+                  "File whose first line is the daemon's control secret (TCP control)")
+      ->check(CLI::ExistingFile);
   ctl->require_subcommand(1);
   auto send = [](nlohmann::json request) {
+    if (!secret_file.empty()) request["secret"] = read_secret_file(secret_file, "control secret");
     const nlohmann::json reply = runtime::control_request(socket, request);
     std::cout << reply.dump(2) << "\n";
     set_exit_code(reply.value("ok", false) ? 0 : 1);

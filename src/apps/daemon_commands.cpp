@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "apps/commands.h"
+#include "apps/secret_file.h"
 #include "daemons/control_requests.h"
 #include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
@@ -18,6 +19,7 @@ namespace {
 
 struct DaemonOptions {
   std::string config, name, stats_json, log_level = "info", control, metrics_address = "127.0.0.1";
+  std::string control_secret_file;
   int metrics_port = -1;
 };
 
@@ -29,11 +31,25 @@ void add_common(CLI::App* cmd, DaemonOptions& o, const char* what) {
   cmd->add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   cmd->add_option("--control", o.control,
-                  "Unix socket for `atp ctl` (default /tmp/atp-NAME.sock; 'off' disables)");
+                  "Control socket for `atp ctl` and the controller: a Unix socket path or "
+                  "tcp://a.b.c.d:port (default: the file's `control`, else /tmp/atp-NAME.sock; "
+                  "'off' disables)");
+  cmd->add_option("--control-secret-file", o.control_secret_file,
+                  "File whose first line every control request must carry (needed with a "
+                  "tcp://a.b.c.d:port control address)");
   cmd->add_option("--metrics-port", o.metrics_port,
                   "Serve Prometheus metrics over HTTP on this TCP port (0: any free port)");
   cmd->add_option("--metrics-address", o.metrics_address, "Address for the metrics port")
       ->capture_default_str();
+}
+
+// The daemon's control socket as the cluster file names it.
+std::string control_of(const control::ClusterConfig& cluster, const std::string& name) {
+  for (const auto& s : cluster.switches())
+    if (s.name == name) return s.control;
+  for (const auto& s : cluster.servers())
+    if (s.name == name) return s.control;
+  return control::default_control_socket(name);
 }
 
 template <typename Daemon>
@@ -45,10 +61,18 @@ void serve(const DaemonOptions& o, const char* kind) {
   loop.stop_on_signals();
   daemon.attach(loop);
   std::optional<runtime::ControlSocket> control;
-  const std::string control_path = o.control.empty() ? "/tmp/atp-" + o.name + ".sock" : o.control;
+  const std::string control_path =
+      o.control.empty() ? control_of(cluster, o.name) : o.control;
+  const std::string secret = read_secret_file(o.control_secret_file, "control secret");
+  if (secret.empty() && control_path.starts_with("tcp://"))
+    throw std::invalid_argument("a control socket on TCP (" + control_path +
+                                ") needs --control-secret-file");
   if (control_path != "off")
-    control.emplace(loop, control_path,
-                    [&daemon](const nlohmann::json& r) { return daemons::answer_control(daemon, r); });
+    control.emplace(loop, control_path, [&daemon, secret](const nlohmann::json& r) {
+      if (!secret.empty() && !daemons::carries_secret(r, secret))
+        return nlohmann::json{{"ok", false}, {"error", "this daemon's control needs its secret"}};
+      return daemons::answer_control(daemon, r);
+    });
   std::optional<runtime::MetricsServer> metrics;
   if (o.metrics_port >= 0) {
     metrics.emplace(loop, o.metrics_address, static_cast<std::uint16_t>(o.metrics_port),

@@ -71,7 +71,7 @@ JobRequest request_of(const v1::AdmitJobRequest& r) {
 }  // namespace
 
 ControllerService::ControllerService(JobBook book, ServiceOptions options)
-    : book_(std::move(book)), options_(std::move(options)) {}
+    : book_(std::move(book)), fabric_(options.daemon_secret), options_(std::move(options)) {}
 
 void ControllerService::save() const {
   if (!options_.state_path.empty()) book_.save(options_.state_path);

@@ -16,6 +16,7 @@ struct ServiceOptions {
   std::string state_path;           // durable state; empty: none (jobs die with the controller)
   std::string operator_credential;  // empty: administrative calls are refused
   std::string admit_credential;     // empty: anyone who reaches the controller may admit
+  std::string daemon_secret;        // sent to daemons controlled over TCP
 };
 
 class ControllerService final : public v1::Controller::Service {

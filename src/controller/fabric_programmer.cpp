@@ -7,9 +7,8 @@
 
 namespace atp::controller {
 
-namespace {
-
-nlohmann::json ask(const Daemon& d, const nlohmann::json& request) {
+nlohmann::json FabricProgrammer::ask(const Daemon& d, nlohmann::json request) const {
+  if (!secret_.empty()) request["secret"] = secret_;
   try {
     return runtime::control_request(d.control, request);
   } catch (const std::exception& e) {
@@ -17,8 +16,6 @@ nlohmann::json ask(const Daemon& d, const nlohmann::json& request) {
             {"unreachable", true}};
   }
 }
-
-}  // namespace
 
 std::vector<Daemon> FabricProgrammer::daemons_of(const control::ClusterConfig& cluster,
                                                  std::uint32_t id) {

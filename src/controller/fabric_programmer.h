@@ -20,6 +20,9 @@ struct Daemon {
 
 class FabricProgrammer {
  public:
+  // `secret`: sent with every request, for daemons whose control is TCP (their secret).
+  explicit FabricProgrammer(std::string secret = {}) : secret_(std::move(secret)) {}
+
   // The switches and PSs that serve job `id` of `cluster`: PSs first, then switches from the
   // top down (the order results flow in).
   static std::vector<Daemon> daemons_of(const control::ClusterConfig& cluster, std::uint32_t id);
@@ -38,6 +41,11 @@ class FabricProgrammer {
   std::optional<std::vector<std::uint32_t>> listed(const Daemon& daemon);
   // Each daemon's counters for the job: {"name": {...} or {"error": ...}}.
   nlohmann::json stats(const control::ClusterConfig& cluster, std::uint32_t id);
+
+ private:
+  nlohmann::json ask(const Daemon& daemon, nlohmann::json request) const;
+
+  std::string secret_;
 };
 
 }  // namespace atp::controller

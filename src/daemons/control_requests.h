@@ -6,12 +6,26 @@
 //   {"cmd":"admit","jobs":TOML,"job":ID}        -> the same from [[job]] tables over the daemon's
 //                                                  own fabric (what the controller sends)
 //   {"cmd":"remove","job":ID}                   -> removes it (a switch frees its aggregators)
+// Over TCP every request also carries "secret" (see carries_secret).
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "control/cluster_config.h"
 
 namespace atp::daemons {
+
+// Whether `request` carries `secret` as "secret" (compared in constant time). A daemon whose
+// control listens on TCP (reachable from the network) answers only such requests; a Unix
+// socket is guarded by its file's permissions.
+inline bool carries_secret(const nlohmann::json& request, const std::string& secret) {
+  const auto it = request.find("secret");
+  if (it == request.end() || !it->is_string()) return false;
+  const auto& given = it->get_ref<const std::string&>();
+  if (given.size() != secret.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < secret.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ secret[i]);
+  return diff == 0;
+}
 
 template <typename Daemon>
 nlohmann::json answer_control(Daemon& daemon, const nlohmann::json& request) {

@@ -1,5 +1,7 @@
 #include "runtime/local_servers.h"
 
+#include "runtime/endpoint.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -10,6 +12,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string_view>
 #include <system_error>
 
 namespace atp::runtime {
@@ -63,15 +67,44 @@ sockaddr_un unix_address(const std::string& path) {
   return a;
 }
 
+// "tcp://a.b.c.d:port", or nullopt for a Unix socket path.
+std::optional<Endpoint> tcp_address(const std::string& address) {
+  constexpr std::string_view scheme = "tcp://";
+  if (address.compare(0, scheme.size(), scheme) != 0) return std::nullopt;
+  return Endpoint::parse_or_throw(std::string_view(address).substr(scheme.size()), "control address");
+}
+
+// A stream socket for `address`: its family, and the address to bind or connect to.
+int stream_socket(const std::string& address, sockaddr_storage& to, socklen_t& length) {
+  to = {};
+  int family = AF_UNIX;
+  if (const auto tcp = tcp_address(address)) {
+    const sockaddr_in a = tcp->sockaddr();
+    std::memcpy(&to, &a, sizeof a);
+    length = sizeof a;
+    family = AF_INET;
+  } else {
+    const sockaddr_un a = unix_address(address);
+    std::memcpy(&to, &a, sizeof a);
+    length = sizeof a;
+  }
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail("socket");
+  return fd;
+}
+
 }  // namespace
 
 ControlSocket::ControlSocket(EventLoop& loop, std::string path, Handler handler)
     : path_(std::move(path)), handler_(std::move(handler)) {
-  const sockaddr_un a = unix_address(path_);
-  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) fail("socket");
-  ::unlink(path_.c_str());
-  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0) {
+  sockaddr_storage a;
+  socklen_t length = 0;
+  fd_ = stream_socket(path_, a, length);
+  const bool tcp = a.ss_family == AF_INET;
+  const int one = 1;
+  if (tcp) ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  else ::unlink(path_.c_str());
+  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a), length) != 0 || ::listen(fd_, 16) != 0) {
     const int e = errno;
     ::close(fd_);
     throw std::system_error(e, std::generic_category(), "control socket " + path_);
@@ -81,7 +114,7 @@ ControlSocket::ControlSocket(EventLoop& loop, std::string path, Handler handler)
 
 ControlSocket::~ControlSocket() {
   ::close(fd_);
-  ::unlink(path_.c_str());
+  if (!tcp_address(path_)) ::unlink(path_.c_str());
 }
 
 void ControlSocket::on_connection() {
@@ -98,10 +131,10 @@ void ControlSocket::on_connection() {
 }
 
 nlohmann::json control_request(const std::string& path, const nlohmann::json& request) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) fail("socket");
-  const sockaddr_un a = unix_address(path);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+  sockaddr_storage a;
+  socklen_t length = 0;
+  const int fd = stream_socket(path, a, length);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), length) != 0) {
     const int e = errno;
     ::close(fd);
     throw std::system_error(e, std::generic_category(), "connect " + path);

@@ -1,7 +1,8 @@
 #pragma once
 // Two small servers that run inside a daemon's event loop, for operators rather than data:
-//   ControlSocket  a Unix-domain socket taking one JSON request per connection (a line) and
-//                  answering one JSON line (used by `atp ctl`);
+//   ControlSocket  a Unix-domain socket (a path) or a TCP one ("tcp://a.b.c.d:port") taking
+//                  one JSON request per connection (a line) and answering one JSON line (used
+//                  by `atp ctl` and the controller);
 //   MetricsServer  plain HTTP on a TCP port answering any GET with Prometheus text.
 // Both are strictly request/response and close the connection after answering.
 #include <functional>
@@ -26,7 +27,8 @@ class ControlSocket {
   Handler handler_;
 };
 
-// Sends one request to a control socket and returns the answer (throws on failure).
+// Sends one request to a control socket (a path or "tcp://a.b.c.d:port") and returns the
+// answer (throws on failure).
 nlohmann::json control_request(const std::string& path, const nlohmann::json& request);
 
 class MetricsServer {

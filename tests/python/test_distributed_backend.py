@@ -125,8 +125,7 @@ def test_killed_workers_jobs_lapse_with_their_lease(fabric, tmp_path):
     run.wait()
     assert len(fabric.jobs()) == 1
     wait_for(lambda: fabric.jobs() == [], 10, "the job's lease lapses")
-    listed = subprocess.run([atp.launch.atp_binary(), "ctl", "--socket",
-                             os.path.join(fabric.dir, "rack0.sock"), "list"],
+    listed = subprocess.run([atp.launch.atp_binary(), "ctl", "--socket", fabric.control["rack0"], "list"],
                             capture_output=True, text=True, check=True)
     assert json.loads(listed.stdout)["jobs"] == []
 
@@ -229,3 +228,19 @@ def test_a_tls_controller_talks_only_to_clients_that_trust_its_certificate(tmp_p
         code, out = torchrun("collectives", tmp_path / "plain", env={"ATP_CONTROLLER": fabric.controller})
         assert code != 0 and "UNAVAILABLE" in out
         assert fabric.jobs() == []
+
+
+def test_daemons_controlled_over_tcp_answer_only_with_their_secret(tmp_path):
+    """Daemons on other hosts than the controller: control over TCP, every request carrying
+    the daemons' secret."""
+    with atp.launch.LocalFabric(tcp_control=True) as fabric:
+        code, out = torchrun("collectives", tmp_path, env={"ATP_CONTROLLER": fabric.controller})
+        assert code == 0, out
+        for r in reports(tmp_path):
+            assert_collectives_exact(r)
+        ctl = [atp.launch.atp_binary(), "ctl", "--socket", fabric.control["rack0"]]
+        refused = subprocess.run(ctl + ["list"], capture_output=True, text=True)
+        assert refused.returncode == 1 and "needs its secret" in refused.stdout, refused.stdout
+        listed = subprocess.run(ctl + ["--secret-file", fabric.daemon_secret_file, "list"],
+                                capture_output=True, text=True, check=True)
+        assert json.loads(listed.stdout)["jobs"] == []  # removed at the end, over TCP
