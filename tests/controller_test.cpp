@@ -54,6 +54,22 @@ TEST(JobToml, ReadsBackAsTheSameJobAndToken) {
   EXPECT_EQ(j.workers[1].address.port, 7001);
 }
 
+TEST(JobToml, StaticSlicesNamedBeyondASwitchThreadsPoolAreRefused) {
+  auto job = [](int id, int port) {
+    return "[[job]]\nid = " + std::to_string(id) + "\nstatic_aggregators = 40\n"
+           "parameter_servers = [\"ps0\"]\nworkers = [{ rack = \"rack0\", address = \"127.0.0.1:" +
+           std::to_string(port) + "\" }]\n";
+  };
+  const std::string fabric = fabric_text("slices", "static");
+  EXPECT_NO_THROW(control::ClusterConfig::parse(fabric + job(1, 7000), "one"));
+  try {
+    control::ClusterConfig::parse(fabric + job(1, 7000) + job(2, 7001), "two");
+    FAIL() << "80 of 64 aggregators accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("do not fit"), std::string::npos) << e.what();
+  }
+}
+
 TEST(JobBook, EveryAdmissionIsAFreshJobWithItsOwnTokenAndCredential) {
   JobBook book(fabric_text("fresh"), "fabric");
   AdmittedJob a = book.prepare(two_workers(7000), 0);

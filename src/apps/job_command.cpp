@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -76,7 +77,16 @@ void hold(controller::ControllerClient& client, std::uint32_t job, std::uint32_t
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   const timespec every{std::max<std::uint32_t>(lease_s / 3, 1), 0};
-  while (sigtimedwait(&stop, nullptr, &every) < 0) client.renew(job);
+  while (sigtimedwait(&stop, nullptr, &every) < 0) {
+    try {
+      client.renew(job);
+    } catch (const controller::ControllerCallError& e) {
+      // The controller restarting: try again next time. The job gone: nothing left to hold.
+      std::cerr << "atp job: " << e.what() << "\n";
+      if (e.code == grpc::StatusCode::NOT_FOUND || e.code == grpc::StatusCode::PERMISSION_DENIED)
+        throw;
+    }
+  }
   client.remove(job);
 }
 
@@ -87,6 +97,9 @@ void admit(const JobOptions& o) {
                         {"lease_seconds", a.lease_seconds()}};
   if (!o.cluster_out.empty()) {
     std::ofstream(o.cluster_out) << a.cluster_toml();
+    // It holds the job's token: readable by its owner only.
+    std::filesystem::permissions(o.cluster_out, std::filesystem::perms::owner_read |
+                                                    std::filesystem::perms::owner_write);
     out["cluster_file"] = o.cluster_out;
   }
   std::cout << out.dump() << std::endl;

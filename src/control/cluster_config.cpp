@@ -347,6 +347,24 @@ void ClusterConfig::validate(const std::string& origin) const {
       if (j.static_aggregators > s.aggregators / s.threads && serves(s, j))
         fail(origin, where + ": static_aggregators beyond switch '" + s.name + "'s pool per thread");
   }
+  validate_static_slices(origin);
+}
+
+// Under the static policy, each switch thread's pool must hold the slices its jobs name. (Jobs
+// naming none share what is left; a share of 0 sends all of their fragments to the PS.)
+void ClusterConfig::validate_static_slices(const std::string& origin) const {
+  for (const auto& s : switches_) {
+    if (s.policy != engines::Policy::static_partition) continue;
+    const std::uint32_t pool = s.aggregators / s.threads;
+    for (unsigned t = 0; t < s.threads; ++t) {
+      std::uint64_t named = 0;
+      for (const auto& j : jobs_)
+        if (serves(s, j) && thread_of(s.name, j.id) == t) named += j.static_aggregators;
+      if (named > pool)
+        fail(origin, "switch '" + s.name + "': its jobs' static slices do not fit its pool of " +
+                         std::to_string(pool) + " aggregators per thread");
+    }
+  }
 }
 
 const SwitchSpec& ClusterConfig::switch_named(const std::string& name) const {
@@ -455,7 +473,7 @@ engines::SwitchConfig ClusterConfig::switch_config(const std::string& name) cons
 
 namespace {
 // One switch thread's pool in runs, in job order: a job naming `static_aggregators` gets that
-// many, the others equal shares of the rest (validate() checked that the named ones fit).
+// many, the others equal shares of the rest (validate_static_slices() checked that they fit).
 void cut_static_slices(std::uint32_t pool, const std::vector<engines::SwitchJob*>& jobs) {
   std::uint32_t named = 0, unnamed = 0;
   for (const auto* j : jobs) (j->static_count > 0 ? named += j->static_count : ++unnamed);

@@ -147,6 +147,7 @@ class ClusterConfig {
   };
   Placement placement(const JobConfig& job) const;
   void validate(const std::string& origin) const;
+  void validate_static_slices(const std::string& origin) const;
   const SwitchSpec* spine_of(const JobConfig& job) const;
   runtime::Endpoint results_via(const JobConfig& job) const;
   float scale_of(const JobConfig& job) const;

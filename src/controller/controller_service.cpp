@@ -125,6 +125,10 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
     const std::uint32_t id = job.config.id;
     const auto cluster = book_.cluster_of(job);
     fabric_.install(cluster, id, control::job_toml(job.config));
+    if (context->IsCancelled()) {  // nobody would ever use (or renew) it
+      fabric_.uninstall(cluster, id);
+      throw ControllerError(Kind::failed, "the client gave up before the job was admitted");
+    }
     out->set_job_id(id);
     out->set_credential(job.credential);
     out->set_cluster_toml(book_.cluster_text(job));
@@ -199,8 +203,13 @@ void ControllerService::fill_status(const AdmittedJob& job, bool with_stats, v1:
 
 void ControllerService::remove(std::uint32_t id, const char* why) {
   const auto cluster = book_.cluster_of(book_.at(id));
-  book_.erase(id);
-  save();
+  AdmittedJob job = *book_.erase(id);
+  try {
+    save();  // the state says "gone" before the daemons are told
+  } catch (...) {
+    book_.record(std::move(job));
+    throw;
+  }
   fabric_.uninstall(cluster, id);
   spdlog::info("controller: removed job {} ({})", id, why);
 }

@@ -38,7 +38,11 @@ void FabricProgrammer::install(const control::ClusterConfig& cluster, std::uint3
   for (std::size_t i = 0; i < daemons.size(); ++i) {
     const auto reply = ask(daemons[i], {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}});
     if (reply.value("ok", false)) continue;
-    for (std::size_t k = 0; k < i; ++k) remove_from(daemons[k], id);
+    // The failing daemon too: one that timed out may have installed the job all the same.
+    for (std::size_t k = 0; k <= i; ++k)
+      if (!remove_from(daemons[k], id) && k < i)
+        spdlog::warn("controller: rolling job {} back: {} did not remove it (the next "
+                     "reconcile will)", id, daemons[k].name);
     const bool unreachable = reply.contains("unreachable");
     throw ControllerError(unreachable ? ControllerError::Kind::failed : ControllerError::Kind::refused,
                           daemons[i].name + (unreachable ? ": " : " refused the job: ") +

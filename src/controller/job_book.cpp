@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
@@ -78,11 +79,12 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
   j.aggregator_window = r.aggregator_window;
   j.parameter_servers = pick_servers(std::max<std::uint32_t>(r.parameter_servers, 1));
   j.static_aggregators = r.static_aggregators;
-  if (j.static_aggregators == 0)
+  if (j.static_aggregators == 0)  // a share every static switch can give (the smallest pool's)
     for (const auto& s : fabric_.switches())
-      if (s.policy == engines::Policy::static_partition)
-        j.static_aggregators = std::max<std::uint32_t>(
-            j.static_aggregators, s.aggregators / s.threads / std::max(1u, limits_.static_share));
+      if (s.policy == engines::Policy::static_partition) {
+        const std::uint32_t share = std::max(1u, s.aggregators / s.threads / std::max(1u, limits_.static_share));
+        j.static_aggregators = j.static_aggregators == 0 ? share : std::min(j.static_aggregators, share);
+      }
   try {
     cluster_of(a);  // every rule a cluster file obeys: racks, fan-ins, K, window, ...
   } catch (const std::invalid_argument& e) {
@@ -194,11 +196,19 @@ void JobBook::save(const std::string& path) const {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw std::runtime_error("cannot write " + tmp);
   const std::string text = state.dump(2) + "\n";
-  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+  const bool written = ::fchmod(fd, 0600) == 0 &&  // a leftover .tmp keeps its own mode
+                       ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                        ::fsync(fd) == 0;
   ::close(fd);
   if (!written || ::rename(tmp.c_str(), path.c_str()) != 0)
     throw std::runtime_error("cannot write the controller state to " + path);
+  // The rename itself must survive a crash: an answered admission is never forgotten.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
 }
 
 void JobBook::load(const std::string& path, Time now) {

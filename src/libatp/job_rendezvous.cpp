@@ -79,18 +79,33 @@ JobRendezvous::JobRendezvous(RendezvousStore& store, int rank, int size,
   store_.set("atp/worker/" + std::to_string(rank),
              nlohmann::json{{"rack", rack}, {"address", socket.local().str()}, {"host", host_name()}}
                  .dump());
-  std::string admission;
-  if (rank == 0) {
-    try {
-      admission = admit(size, settings);
-    } catch (const std::exception& e) {
-      store_.set("atp/admission", nlohmann::json{{"ok", false}, {"error", e.what()}}.dump());
-      throw;
-    }
-    store_.set("atp/admission", admission);
-  } else {
-    admission = store_.get("atp/admission");
+  if (rank != 0) {
+    join(store_.get("atp/admission"), std::move(socket));
+    return;
   }
+  std::string admission;
+  try {
+    admission = admit(size, settings);
+  } catch (const std::exception& e) {
+    store_.set("atp/admission", nlohmann::json{{"ok", false}, {"error", e.what()}}.dump());
+    throw;
+  }
+  try {
+    store_.set("atp/admission", admission);
+    join(admission, std::move(socket));
+  } catch (...) {
+    try {
+      if (client_) client_->remove(job_);  // admitted, but this process cannot take part
+    } catch (const std::exception& e) {
+      std::cerr << "ATP: removing job " << job_ << " after a failed start: " << e.what() << "\n";
+    }
+    throw;
+  }
+  if (client_)
+    lease_keeper_ = std::thread([this, lease = lease_seconds_] { keep_lease(lease); });
+}
+
+void JobRendezvous::join(const std::string& admission, runtime::UdpSocket socket) {
   const auto answer = nlohmann::json::parse(admission);
   if (!answer.at("ok").get<bool>())
     throw std::runtime_error("ATP: rank 0 could not start the job: " +
@@ -99,7 +114,7 @@ JobRendezvous::JobRendezvous(RendezvousStore& store, int rank, int size,
   const auto cluster = control::ClusterConfig::parse(answer.at("cluster").get<std::string>(),
                                                      "job " + std::to_string(job_));
   runtime::AddressBook book;
-  engines::WorkerConfig config = cluster.worker_config(job_, static_cast<std::size_t>(rank), book);
+  engines::WorkerConfig config = cluster.worker_config(job_, static_cast<std::size_t>(rank_), book);
   config.run = answer.at("run").get<std::uint16_t>();  // each admission is a fresh job
   communicator_ = std::make_unique<Communicator>(config, std::move(socket), std::move(book));
 }
@@ -152,7 +167,7 @@ std::string JobRendezvous::admit(int size, const RendezvousSettings& s) {
   const auto a = client_->admit(admission_request(workers, s));
   client_->set_credential(a.credential());
   job_ = a.job_id();
-  lease_keeper_ = std::thread([this, lease = a.lease_seconds()] { keep_lease(lease); });
+  lease_seconds_ = a.lease_seconds();
   return nlohmann::json{{"ok", true}, {"job", a.job_id()}, {"run", a.run()},
                         {"cluster", a.cluster_toml()}}.dump();
 }
@@ -161,11 +176,13 @@ void JobRendezvous::keep_lease(std::uint32_t lease_seconds) {
   const auto every = std::chrono::milliseconds(std::max<std::uint32_t>(lease_seconds, 1) * 1000 / 3);
   std::unique_lock lock(mutex_);
   while (!stop_.wait_for(lock, every, [this] { return closed_; })) {
+    lock.unlock();  // close() must not wait for a renewal's round trip
     try {
       client_->renew(job_);
     } catch (const std::exception& e) {
       std::cerr << "ATP: renewing job " << job_ << "'s lease: " << e.what() << "\n";
     }
+    lock.lock();
   }
 }
 
@@ -187,6 +204,13 @@ void JobRendezvous::close() {
               << " ms; removing job " << job_ << " anyway\n";
   communicator_.reset();
   local_.reset();
+  // The launcher's store may outlive this group (a later init_process_group in the same
+  // processes): it must not find this job's answers there.
+  for (int r = 0; r < size_; ++r) {
+    store_.remove("atp/worker/" + std::to_string(r));
+    store_.remove("atp/done/" + std::to_string(r));
+  }
+  store_.remove("atp/admission");
   if (client_) client_->remove(job_);
 }
 

@@ -37,6 +37,8 @@ class RendezvousStore {
   virtual std::string get(const std::string& key) = 0;
   // Whether every key exists within `timeout`.
   virtual bool wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // Deletes the key if it exists.
+  virtual void remove(const std::string& key) = 0;
 };
 
 struct RendezvousSettings {
@@ -66,6 +68,8 @@ class JobRendezvous {
 
  private:
   runtime::UdpSocket bind_socket(const RendezvousSettings& s, std::string& rack);
+  // Builds this rank's Communicator from rank 0's answer (or raises its refusal).
+  void join(const std::string& admission, runtime::UdpSocket socket);
   std::string admit(int size, const RendezvousSettings& s);
   void keep_lease(std::uint32_t lease_seconds);
 
@@ -73,6 +77,7 @@ class JobRendezvous {
   int rank_, size_;
   std::chrono::milliseconds close_wait_;
   std::uint32_t job_ = 0;
+  std::uint32_t lease_seconds_ = 0;
   std::unique_ptr<controller::ControllerClient> client_;  // rank 0 with a controller
   std::unique_ptr<LocalFabric> local_;                    // rank 0 without one
   std::unique_ptr<Communicator> communicator_;

@@ -28,7 +28,7 @@ namespace {
 // the request must arrive within kBudgetMs in all (requests are one short line), and the answer
 // is written without waiting for a slow reader.
 constexpr int kBudgetMs = 20;
-constexpr std::size_t kMaxRequest = 64 << 10;
+constexpr std::size_t kMaxRequest = 256 << 10;  // an admission of 1024 workers fits
 
 std::string read_request(int fd) {
   std::string data;
@@ -134,15 +134,16 @@ nlohmann::json control_request(const std::string& path, const nlohmann::json& re
   sockaddr_storage a;
   socklen_t length = 0;
   const int fd = stream_socket(path, a, length);
+  // A daemon that stopped (SIGSTOP, a hung host) must not hang its caller (the controller):
+  // Linux bounds connect() by the send timeout too (a full backlog, a SYN nobody answers).
+  const timeval patience{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), length) != 0) {
     const int e = errno;
     ::close(fd);
     throw std::system_error(e, std::generic_category(), "connect " + path);
   }
-  // A daemon that stopped (SIGSTOP, a hung host) must not hang its caller (the controller).
-  const timeval patience{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
   write_all(fd, request.dump() + "\n", 0);
   std::string reply;
   char buffer[4096];

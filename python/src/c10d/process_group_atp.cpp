@@ -44,6 +44,13 @@ class C10dStore : public RendezvousStore {
     const auto bytes = store_->get(key);
     return {bytes.begin(), bytes.end()};
   }
+  void remove(const std::string& key) override {
+    try {
+      store_->deleteKey(key);
+    } catch (const std::exception&) {
+      // A store that cannot delete (or a key already gone) leaves nothing to do.
+    }
+  }
   bool wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     try {
       store_->wait(keys, timeout);
