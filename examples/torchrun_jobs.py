@@ -14,7 +14,6 @@ differ by more than --tolerance or a job was left behind.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,23 +23,14 @@ import atp.launch
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def free_tcp_port():
-    """A port for the launch's rendezvous store. (torchrun --standalone uses a fixed one, 29400:
-    two launches at once would share the first one's store and lose it when it ends.)"""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(backend, job, args, directory, env):
     """One torchrun launch of ddp_train.py; returns (process, report path)."""
     report = os.path.join(directory, f"{backend}-{job}.json")
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-               "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{free_tcp_port()}",
-               "--nproc_per_node", str(args.workers), "--redirects", "1", "--tee", "1",
-               "--log_dir", os.path.join(directory, f"{backend}-{job}-logs"),
-               os.path.join(HERE, "ddp_train.py"), "--backend", backend, "--json", report,
-               "--epochs", str(args.epochs), "--seed", str(args.seed + job)]
+    command = atp.launch.torchrun_command(
+        os.path.join(HERE, "ddp_train.py"), args.workers,
+        ["--backend", backend, "--json", report, "--epochs", str(args.epochs),
+         "--seed", str(args.seed + job)],
+        log_dir=os.path.join(directory, f"{backend}-{job}-logs"))
     log = open(os.path.join(directory, f"{backend}-{job}.log"), "w")
     return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT), report
 

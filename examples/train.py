@@ -14,7 +14,6 @@ second of each, and exits non-zero if the curves differ by more than --tolerance
 import argparse
 import gc
 import json
-import socket
 import sys
 
 import torch
@@ -22,14 +21,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import atp
+import atp.launch
 import atp.torch
 import ddp_train  # the model, data and loop, shared with the torchrun example
-
-
-def free_tcp_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def worker(backend, job, rank, args, cluster_file, port, results):
@@ -63,7 +57,7 @@ def run(backend, args, cluster_file):
     results = ctx.Queue()
     procs = []
     for job in range(1, args.jobs + 1):
-        port = free_tcp_port()
+        port = atp.launch.free_tcp_port()
         for rank in range(args.workers):
             p = ctx.Process(target=worker, args=(backend, job, rank, args, cluster_file, port, results))
             p.start()

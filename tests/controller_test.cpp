@@ -37,10 +37,10 @@ JobRequest two_workers(std::uint16_t first_port) {
 TEST(JobToml, ReadsBackAsTheSameJobAndToken) {
   JobBook book(fabric_text("toml"), "fabric");
   JobRequest r = two_workers(7000);
-  r.window = 32;
-  r.values_per_packet = 64;
-  r.max_gradient = 4;
-  r.aggregator_window = true;
+  r.terms.window = 32;
+  r.terms.values_per_packet = 64;
+  r.terms.max_gradient = 4;
+  r.terms.aggregator_window = true;
   AdmittedJob a = book.prepare(r, 0);
   const auto cluster = book.cluster_of(a);
   const auto again = control::ClusterConfig::parse(book.cluster_text(a), "text");
@@ -111,13 +111,13 @@ TEST(JobBook, RefusesWhatDoesNotFitWithTheReason) {
   for (std::uint16_t p = 0; p < 33; ++p) r.workers.push_back({"rack0", {0x7F000001, std::uint16_t(8000 + p)}});
   EXPECT_NE(refusal(r).find("32 workers"), std::string::npos);  // beyond the bitmap
   r = two_workers(7000);
-  r.window = 48;
+  r.terms.window = 48;
   EXPECT_NE(refusal(r).find("power of two"), std::string::npos);
-  r.window = 0;
-  r.parameter_servers = 3;
+  r.terms.window = 0;
+  r.terms.parameter_servers = 3;
   EXPECT_NE(refusal(r).find("parameter servers"), std::string::npos);
-  r.parameter_servers = 0;
-  r.lease_seconds = 100000;
+  r.terms.parameter_servers = 0;
+  r.terms.lease_seconds = 100000;
   EXPECT_NE(refusal(r).find("lease"), std::string::npos);
   book.record(book.prepare(two_workers(7000), 0));
   try {

@@ -18,6 +18,7 @@ import threading
 import time
 
 from .cluster import PREFIX, Topology, sh
+from .launch import source_file
 
 TOOLS = ("simple_switch", "simple_switch_CLI", "p4c-bm2-ss")
 ATP_UDP_PORT = 9999  # what the P4 parser takes as ATP (proto::kDefaultUdpPort)
@@ -34,18 +35,10 @@ def tools_missing():
 
 def program_source():
     """p4/v1model/atp.p4 of this source tree: $ATP_P4_DIR, or found from the package."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.environ.get("ATP_P4_DIR")]
     try:
-        from ._source import SOURCE_DIR  # written by CMake into the build tree's package
-        candidates.append(os.path.join(SOURCE_DIR, "p4"))
-    except ImportError:
-        pass
-    candidates.append(os.path.join(here, "..", "..", "p4"))
-    for folder in candidates:
-        if folder and os.path.isfile(os.path.join(folder, "v1model", "atp.p4")):
-            return os.path.abspath(os.path.join(folder, "v1model", "atp.p4"))
-    raise FileNotFoundError("cannot find p4/v1model/atp.p4: set ATP_P4_DIR to the p4 folder")
+        return source_file("p4", os.path.join("v1model", "atp.p4"), os.environ.get("ATP_P4_DIR"))
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{e}: set ATP_P4_DIR to the p4 folder") from None
 
 
 def compile_program(out_dir):

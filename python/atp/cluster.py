@@ -33,6 +33,7 @@ thousand packets a second: keep tensors small.
     atp cluster train --workers 4 --jobs 2 --rate-mbit 200   # DDP under torchrun, ATP vs Gloo
 """
 import argparse
+import contextlib
 import csv
 import fcntl
 import json
@@ -403,6 +404,22 @@ def congestion_summary(jobs):
     return out
 
 
+@contextlib.contextmanager
+def topology_up(topo, keep, prefix="atp-cluster-"):
+    """Builds `topo` and yields a work folder; the namespaces are torn down and the folder
+    removed (or, with --keep, named) whatever happens."""
+    workdir = tempfile.mkdtemp(prefix=prefix)
+    try:
+        topo.build()
+        yield workdir
+    finally:
+        teardown()
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"kept {workdir}", file=sys.stderr)
+
+
 def wire_ceiling_gbps(rate_mbit, values_per_packet):
     """ATP's best algorithm bandwidth on a host link: its payload share of the wire bytes."""
     payload = 4 * values_per_packet
@@ -412,26 +429,18 @@ def wire_ceiling_gbps(rate_mbit, values_per_packet):
 def run_point(args, systems, progress=None):
     """One topology, every system on it in turn; returns the point's record."""
     hosts = math.ceil(args.workers / args.racks)
-    workdir = tempfile.mkdtemp(prefix="atp-cluster-")
     if args.switch == "bmv2":
         from .bmv2 import Bmv2Topology as topology
     else:
         topology = Topology
     topo = topology(args.racks, hosts, args.jobs, args.rate_mbit, args.loss, args.ce_mark,
                     args.mtu)
-    try:
-        topo.build()
-        results = {}
+    results = {}
+    with topology_up(topo, args.keep) as workdir:
         for system in systems:
             results[system] = run_system(system, topo, args, workdir)
             if progress:
                 progress()
-    finally:
-        teardown()
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"kept {workdir}", file=sys.stderr)
     ceiling = wire_ceiling_gbps(args.rate_mbit, args.values_per_packet)
     record = {"switch": args.switch, "racks": args.racks, "workers": args.workers, "jobs": args.jobs,
               "rate_mbit": args.rate_mbit, "floats": args.floats, "loss": args.loss,

@@ -14,33 +14,14 @@ Per job: iterations/s of both, their ratio, and the largest difference between t
 """
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
 
-from .cluster import Topology, cluster_file, sh, teardown, wait_with_cpu
-from .launch import atp_binary
+from .cluster import Topology, cluster_file, topology_up, wait_with_cpu
+from .launch import atp_binary, source_file
 
 CONTROLLER_PORT = 50051
-
-
-def training_script():
-    """examples/ddp_train.py of this source tree."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidates = []
-    try:
-        from ._source import SOURCE_DIR  # written by CMake into the build tree's package
-        candidates.append(os.path.join(SOURCE_DIR, "examples"))
-    except ImportError:
-        pass
-    candidates.append(os.path.join(here, "..", "..", "examples"))
-    for folder in candidates:
-        path = os.path.join(folder, "ddp_train.py")
-        if os.path.isfile(path):
-            return os.path.abspath(path)
-    raise FileNotFoundError("cannot find examples/ddp_train.py")
 
 
 def fabric_file(topo, args, folder):
@@ -93,7 +74,7 @@ def launch_job(topo, args, backend, job, folder, env, log):
                    "--nproc_per_node", "1", "--node_rank", str(k), "--master_addr", master,
                    "--master_port", str(29500 + job), "--redirects", "1", "--tee", "1",
                    "--log_dir", os.path.join(folder, f"{backend}-job{job}-rank{k}"),
-                   training_script(), "--backend", backend, "--json", report,
+                   source_file("examples", "ddp_train.py"), "--backend", backend, "--json", report,
                    "--epochs", str(args.epochs), "--hidden", str(args.hidden),
                    "--seed", str(job)]
         worker_env = dict(env, ATP_RACK=f"rack{r}")
@@ -144,19 +125,11 @@ def run_backend(topo, args, backend, workdir):
 
 def train(args):
     hosts = -(-args.workers // args.racks)
-    workdir = tempfile.mkdtemp(prefix="atp-cluster-train-")
     topo = Topology(args.racks, hosts, args.jobs, args.rate_mbit, mtu=args.mtu)
     results = {}
-    try:
-        topo.build()
+    with topology_up(topo, args.keep, prefix="atp-cluster-train-") as workdir:
         for backend in ("atp", "gloo"):
             results[backend] = run_backend(topo, args, backend, workdir)
-    finally:
-        teardown()
-        if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-        else:
-            print(f"kept {workdir}", file=sys.stderr)
     record = summarize(args, results)
     print_summary(record)
     if args.json:

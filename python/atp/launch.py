@@ -16,10 +16,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
-__all__ = ["LocalCluster", "LocalFabric", "atp_binary"]
+__all__ = ["LocalCluster", "LocalFabric", "atp_binary", "free_tcp_port", "source_file",
+           "torchrun_command"]
 
 
 def atp_binary():
@@ -33,10 +35,41 @@ def atp_binary():
     raise FileNotFoundError("atp: cannot find the `atp` program; set ATP_BIN or build the project")
 
 
-def _free_tcp_port():
+def free_tcp_port():
+    """A loopback TCP port nobody holds now (a rendezvous store's, a control socket's)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def source_file(folder, name, override=None):
+    """FOLDER/NAME of this source tree (p4/..., examples/...): under `override` if given, else
+    where CMake's build tree says the sources are, else next to the package."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [override]
+    try:
+        from ._source import SOURCE_DIR  # written by CMake into the build tree's package
+        candidates.append(os.path.join(SOURCE_DIR, folder))
+    except ImportError:
+        pass
+    candidates.append(os.path.join(here, "..", "..", folder))
+    for directory in candidates:
+        if directory and os.path.isfile(os.path.join(directory, name)):
+            return os.path.abspath(os.path.join(directory, name))
+    raise FileNotFoundError(f"cannot find {folder}/{name}")
+
+
+def torchrun_command(script, nproc, args=(), log_dir=None):
+    """torchrun (torch.distributed.run) with `nproc` processes of `script` on this host, on a
+    rendezvous port of its own (torch 1.13's --standalone takes 29400, so launches at the same
+    time would share the first one's store and lose it when it ends), with the
+    `--redirects 1 --tee 1` Debian's torchrun needs on Python 3.11."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
+               "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{free_tcp_port()}",
+               "--nproc_per_node", str(nproc), "--redirects", "1", "--tee", "1"]
+    if log_dir:
+        command += ["--log_dir", log_dir]
+    return command + [script] + list(args)
 
 
 def _free_udp_port():
@@ -45,7 +78,22 @@ def _free_udp_port():
         return s.getsockname()[1]
 
 
-class LocalCluster:
+class _LocalProcesses:
+    """What LocalCluster and LocalFabric share: a with-block starts and stops them, and stopping
+    removes their folder unless the caller gave it."""
+
+    def _remove_folder(self):
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class LocalCluster(_LocalProcesses):
     """One rack switch and one parameter server per job, all on 127.0.0.1.
 
     jobs, workers: jobs 1..jobs with `workers` workers each. The other arguments go into the
@@ -84,14 +132,8 @@ class LocalCluster:
     def stop(self):
         _stop(self._daemons)
         self._daemons = []
-        if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self._remove_folder()
 
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def _start_daemons(directory, commands, settle=0.3):
@@ -125,7 +167,7 @@ def _stop(processes):
             p.wait()
 
 
-class LocalFabric:
+class LocalFabric(_LocalProcesses):
     """A fabric on 127.0.0.1 run by `atp controller`: one rack switch, `parameter_servers`
     PSs and the controller, with an operator credential and a state file in `dir`.
 
@@ -145,7 +187,7 @@ class LocalFabric:
         # tcp_control: the daemons take control requests on TCP ports, with a secret the
         # controller holds (as daemons on other hosts would); else Unix sockets in `dir`.
         self.daemon_secret_file = os.path.join(self.dir, "daemon-secret") if tcp_control else None
-        self.control = {name: (f"tcp://127.0.0.1:{_free_tcp_port()}" if tcp_control
+        self.control = {name: (f"tcp://127.0.0.1:{free_tcp_port()}" if tcp_control
                                else f"{self.dir}/{name}.sock") for name in ["rack0"] + self.servers}
         lines = ["[[switch]]", 'name = "rack0"', f'address = "127.0.0.1:{_free_udp_port()}"',
                  f"aggregators = {aggregators}", f'policy = "{policy}"',
@@ -244,11 +286,5 @@ class LocalFabric:
         order = ["controller"] + [n for n in self._processes if n != "controller"]
         _stop([self._processes[n] for n in order if n in self._processes])
         self._processes = {}
-        if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        self._remove_folder()
 
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()

@@ -21,8 +21,8 @@ namespace {
 struct JobOptions {
   std::string controller = "127.0.0.1:50051", credential_file, name, cluster_out, tls_ca;
   std::vector<std::string> workers;  // RACK=IP:PORT
-  std::uint32_t job = 0, k = 0, window = 0, servers = 0, lease_s = 0, deadline_ms = 0, slice = 0;
-  float max_gradient = 0;
+  std::uint32_t job = 0;
+  controller::JobTerms terms;
   bool keep_alive = false;
 };
 
@@ -59,13 +59,7 @@ controller::v1::AdmitJobRequest admission_request(const JobOptions& o) {
     e->set_rack(w.substr(0, eq));
     e->set_address(w.substr(eq + 1));
   }
-  r.set_values_per_packet(o.k);
-  r.set_window(o.window);
-  r.set_parameter_servers(o.servers);
-  r.set_max_gradient(o.max_gradient);
-  r.set_lease_seconds(o.lease_s);
-  r.set_deadline_ms(o.deadline_ms);
-  r.set_static_aggregators(o.slice);
+  controller::set_terms(r, o.terms);
   return r;
 }
 
@@ -133,13 +127,13 @@ void add_job_command(CLI::App& app) {
   auto* admit_cmd = job->add_subcommand("admit", "Admit a job; prints its id and credential");
   admit_cmd->add_option("--worker", o.workers, "RACK=IP:PORT of each worker, in rank order")->required();
   admit_cmd->add_option("--name", o.name, "A name shown by `atp job list`");
-  admit_cmd->add_option("--values-per-packet", o.k, "K (default: the rack switches')");
-  admit_cmd->add_option("--window", o.window, "Fragments in flight per worker (default 64)");
-  admit_cmd->add_option("--parameter-servers", o.servers, "PS shards (default 1)");
-  admit_cmd->add_option("--max-gradient", o.max_gradient, "Largest |gradient| expected (default 1)");
-  admit_cmd->add_option("--lease-s", o.lease_s, "Lease (default: the controller's)");
-  admit_cmd->add_option("--deadline-ms", o.deadline_ms, "Allreduce deadline (default 30000)");
-  admit_cmd->add_option("--static-aggregators", o.slice, "Static policy: aggregators per switch thread");
+  admit_cmd->add_option("--values-per-packet", o.terms.values_per_packet, "K (default: the rack switches')");
+  admit_cmd->add_option("--window", o.terms.window, "Fragments in flight per worker (default 64)");
+  admit_cmd->add_option("--parameter-servers", o.terms.parameter_servers, "PS shards (default 1)");
+  admit_cmd->add_option("--max-gradient", o.terms.max_gradient, "Largest |gradient| expected (default 1)");
+  admit_cmd->add_option("--lease-s", o.terms.lease_seconds, "Lease (default: the controller's)");
+  admit_cmd->add_option("--deadline-ms", o.terms.deadline_ms, "Allreduce deadline (default 30000)");
+  admit_cmd->add_option("--static-aggregators", o.terms.static_aggregators, "Static policy: aggregators per switch thread");
   admit_cmd->add_option("--cluster-out", o.cluster_out, "Write the job's cluster file here");
   admit_cmd->add_flag("--keep-alive", o.keep_alive,
                       "Hold the lease until SIGINT/SIGTERM, then remove the job");

@@ -32,6 +32,22 @@ std::string read_pem(const std::string& path) {
   return text.str();
 }
 
+void set_terms(v1::AdmitJobRequest& r, const JobTerms& t) {
+  r.set_values_per_packet(t.values_per_packet);
+  r.set_window(t.window);
+  r.set_parameter_servers(t.parameter_servers);
+  r.set_max_gradient(t.max_gradient);
+  r.set_lease_seconds(t.lease_seconds);
+  r.set_deadline_ms(t.deadline_ms);
+  r.set_static_aggregators(t.static_aggregators);
+  r.set_aggregator_window(t.aggregator_window);
+}
+
+JobTerms terms_of(const v1::AdmitJobRequest& r) {
+  return {r.values_per_packet(), r.window(),      r.parameter_servers(),  r.max_gradient(),
+          r.lease_seconds(),     r.deadline_ms(), r.static_aggregators(), r.aggregator_window()};
+}
+
 namespace {
 std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const std::string& ca_file) {
   if (ca_file.empty()) return grpc::InsecureChannelCredentials();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "controller/controller.grpc.pb.h"
+#include "controller/job_terms.h"
 
 namespace atp::controller {
 
@@ -41,6 +42,10 @@ class ControllerClient {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<v1::Controller::Stub> stub_;
 };
+
+// The terms into a request, and out of one.
+void set_terms(v1::AdmitJobRequest& request, const JobTerms& terms);
+JobTerms terms_of(const v1::AdmitJobRequest& request);
 
 // The whole of a (PEM) file; throws std::invalid_argument naming it.
 std::string read_pem(const std::string& path);

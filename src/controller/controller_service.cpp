@@ -5,12 +5,15 @@
 #include <algorithm>
 
 #include "engines/switch/switch_tables.h"
+#include "control/same_secret.h"
+#include "controller/controller_client.h"
 #include "runtime/event_loop.h"
 
 namespace atp::controller {
 
 namespace {
 
+using control::same_secret;
 using Kind = ControllerError::Kind;
 
 grpc::Status status_of(const ControllerError& e) {
@@ -57,14 +60,7 @@ JobRequest request_of(const v1::AdmitJobRequest& r) {
     spec.address = *address;
     out.workers.push_back(spec);
   }
-  out.values_per_packet = r.values_per_packet();
-  out.window = r.window();
-  out.parameter_servers = r.parameter_servers();
-  out.max_gradient = r.max_gradient();
-  out.lease_seconds = r.lease_seconds();
-  out.deadline_ms = r.deadline_ms();
-  out.aggregator_window = r.aggregator_window();
-  out.static_aggregators = r.static_aggregators();
+  out.terms = terms_of(r);
   return out;
 }
 

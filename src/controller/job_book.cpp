@@ -20,13 +20,6 @@ using Kind = ControllerError::Kind;
 constexpr int kStateVersion = 1;
 }  // namespace
 
-bool same_secret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 std::string random_hex(unsigned bits) {
   std::random_device os;  // getrandom(2) on Linux
   std::string out;
@@ -57,28 +50,28 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
   if (jobs_.size() >= limits_.max_jobs)
     throw ControllerError(Kind::refused, "the controller holds its maximum of " +
                                              std::to_string(limits_.max_jobs) + " jobs");
-  if (r.parameter_servers > fabric_.servers().size())
-    throw ControllerError(Kind::invalid, "asks for " + std::to_string(r.parameter_servers) +
+  if (r.terms.parameter_servers > fabric_.servers().size())
+    throw ControllerError(Kind::invalid, "asks for " + std::to_string(r.terms.parameter_servers) +
                                              " parameter servers; the fabric has " +
                                              std::to_string(fabric_.servers().size()));
   AdmittedJob a;
   a.name = r.name;
   a.credential = random_hex(128);
-  a.lease = lease_of(r.lease_seconds);
+  a.lease = lease_of(r.terms.lease_seconds);
   a.lease_ends = now + a.lease;
   control::JobConfig& j = a.config;
   j.id = next_free_id();
   j.token = static_cast<std::uint32_t>(std::random_device{}());
   j.workers = r.workers;
-  j.window = r.window ? r.window : j.window;
-  j.values_per_packet = r.values_per_packet ? static_cast<std::uint16_t>(std::min<std::uint32_t>(
-                                                  r.values_per_packet, 0xFFFF))
+  j.window = r.terms.window ? r.terms.window : j.window;
+  j.values_per_packet = r.terms.values_per_packet ? static_cast<std::uint16_t>(std::min<std::uint32_t>(
+                                                  r.terms.values_per_packet, 0xFFFF))
                                             : default_values_per_packet(r);
-  j.max_gradient = r.max_gradient > 0 ? r.max_gradient : j.max_gradient;
-  if (r.deadline_ms) j.deadline = Duration{r.deadline_ms} * kMillisecond;
-  j.aggregator_window = r.aggregator_window;
-  j.parameter_servers = pick_servers(std::max<std::uint32_t>(r.parameter_servers, 1));
-  j.static_aggregators = r.static_aggregators;
+  j.max_gradient = r.terms.max_gradient > 0 ? r.terms.max_gradient : j.max_gradient;
+  if (r.terms.deadline_ms) j.deadline = Duration{r.terms.deadline_ms} * kMillisecond;
+  j.aggregator_window = r.terms.aggregator_window;
+  j.parameter_servers = pick_servers(std::max<std::uint32_t>(r.terms.parameter_servers, 1));
+  j.static_aggregators = r.terms.static_aggregators;
   if (j.static_aggregators == 0)  // a share every static switch can give (the smallest pool's)
     for (const auto& s : fabric_.switches())
       if (s.policy == engines::Policy::static_partition) {

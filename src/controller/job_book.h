@@ -14,6 +14,7 @@
 
 #include "control/cluster_config.h"
 #include "controller/controller_error.h"
+#include "controller/job_terms.h"
 #include "engines/common.h"
 
 namespace atp::controller {
@@ -22,10 +23,7 @@ namespace atp::controller {
 struct JobRequest {
   std::string name;
   std::vector<control::WorkerSpec> workers;
-  std::uint32_t values_per_packet = 0, window = 0, parameter_servers = 0;
-  float max_gradient = 0;
-  std::uint32_t lease_seconds = 0, deadline_ms = 0, static_aggregators = 0;
-  bool aggregator_window = false;
+  JobTerms terms;
 };
 
 struct AdmittedJob {
@@ -86,8 +84,6 @@ class JobBook {
   std::uint32_t next_id_ = 1;  // ids go round 1..kMaxSwitchJobId, skipping held ones
 };
 
-// Equal strings in time that does not depend on where they differ.
-bool same_secret(const std::string& a, const std::string& b);
 // `bits` random bits as lowercase hex, from the OS's generator.
 std::string random_hex(unsigned bits);
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "control/cluster_config.h"
+#include "control/same_secret.h"
 
 namespace atp::daemons {
 
@@ -20,11 +21,7 @@ namespace atp::daemons {
 inline bool carries_secret(const nlohmann::json& request, const std::string& secret) {
   const auto it = request.find("secret");
   if (it == request.end() || !it->is_string()) return false;
-  const auto& given = it->get_ref<const std::string&>();
-  if (given.size() != secret.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < secret.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ secret[i]);
-  return diff == 0;
+  return control::same_secret(it->get_ref<const std::string&>(), secret);
 }
 
 template <typename Daemon>

@@ -60,12 +60,7 @@ controller::v1::AdmitJobRequest admission_request(const std::vector<nlohmann::js
     e->set_rack(w.at("rack").get<std::string>());
     e->set_address(w.at("address").get<std::string>());
   }
-  r.set_values_per_packet(s.values_per_packet);
-  r.set_window(s.window);
-  r.set_parameter_servers(s.parameter_servers);
-  r.set_max_gradient(s.max_gradient);
-  r.set_lease_seconds(s.lease_seconds);
-  r.set_deadline_ms(s.deadline_ms);
+  controller::set_terms(r, s.terms);
   return r;
 }
 
@@ -155,10 +150,11 @@ std::string JobRendezvous::admit(int size, const RendezvousSettings& s) {
                                  ") need a controller: set ATP_CONTROLLER=host:port");
       job.workers.push_back(runtime::Endpoint::parse_or_throw(w.at("address").get<std::string>(), "worker"));
     }
-    if (s.values_per_packet) job.values_per_packet = static_cast<std::uint16_t>(s.values_per_packet);
-    if (s.window) job.window = s.window;
-    if (s.max_gradient > 0) job.max_gradient = s.max_gradient;
-    if (s.deadline_ms) job.deadline = Duration{s.deadline_ms} * kMillisecond;
+    const controller::JobTerms& t = s.terms;
+    if (t.values_per_packet) job.values_per_packet = static_cast<std::uint16_t>(t.values_per_packet);
+    if (t.window) job.window = t.window;
+    if (t.max_gradient > 0) job.max_gradient = t.max_gradient;
+    if (t.deadline_ms) job.deadline = Duration{t.deadline_ms} * kMillisecond;
     local_ = std::make_unique<LocalFabric>(job);
     return nlohmann::json{{"ok", true}, {"job", LocalFabric::kJob}, {"run", 0},
                           {"cluster", local_->cluster_text()}}.dump();

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "controller/job_terms.h"
 #include "libatp/communicator.h"
 
 namespace atp {
@@ -48,9 +49,7 @@ struct RendezvousSettings {
   std::string rack;         // this rank's rack switch (default: the fabric's only one)
   std::string worker_ip;    // the address to bind (default: the one routed to the rack switch)
   std::string name;         // the job's name in `atp job list`
-  std::uint32_t values_per_packet = 0, window = 0, parameter_servers = 0, lease_seconds = 0;
-  std::uint32_t deadline_ms = 0;
-  float max_gradient = 0;
+  controller::JobTerms terms;  // K, window, PS shards, ... (zeros: the defaults)
   std::chrono::milliseconds close_wait{10000};  // how long rank 0 waits for the others at close
 };
 

@@ -6,7 +6,6 @@ processes (atp.launch.LocalFabric) that tests kill -9 and restart.
 """
 import json
 import os
-import socket
 import signal
 import subprocess
 import sys
@@ -21,21 +20,10 @@ import atp.launch  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def free_tcp_port():
-    """A port for the launch's rendezvous store. (torchrun --standalone uses a fixed one, 29400:
-    two launches at once would share the first one's store and lose it when it ends.)"""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def torchrun(mode, directory, env=None, nproc=2, timeout=180, wait=True):
-    """Launches backend_worker.py MODE under torchrun (Debian's needs --redirects 1 --tee 1)."""
+    """Launches backend_worker.py MODE under torchrun."""
     os.makedirs(directory, exist_ok=True)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-               "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{free_tcp_port()}",
-               "--nproc_per_node", str(nproc), "--redirects", "1", "--tee", "1",
-               os.path.join(HERE, "backend_worker.py"), mode]
+    command = atp.launch.torchrun_command(os.path.join(HERE, "backend_worker.py"), nproc, [mode])
     full_env = dict(os.environ, ATP_CHECK_DIR=str(directory), OMP_NUM_THREADS="1", **(env or {}))
     process = subprocess.Popen(command, env=full_env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -24,12 +24,12 @@ atp::RendezvousSettings settings_of(const py::dict& d) {
   text("rack", s.rack);
   text("worker_ip", s.worker_ip);
   text("name", s.name);
-  number("values_per_packet", s.values_per_packet);
-  number("window", s.window);
-  number("parameter_servers", s.parameter_servers);
-  number("lease_seconds", s.lease_seconds);
-  number("deadline_ms", s.deadline_ms);
-  number("max_gradient", s.max_gradient);
+  number("values_per_packet", s.terms.values_per_packet);
+  number("window", s.terms.window);
+  number("parameter_servers", s.terms.parameter_servers);
+  number("lease_seconds", s.terms.lease_seconds);
+  number("deadline_ms", s.terms.deadline_ms);
+  number("max_gradient", s.terms.max_gradient);
   return s;
 }
 
