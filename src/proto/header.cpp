@@ -6,27 +6,6 @@
 
 namespace atp::proto {
 
-namespace offset {
-constexpr std::size_t version = 0;
-constexpr std::size_t flags = 1;
-constexpr std::size_t next_level = 2;
-constexpr std::size_t ps_index = 3;
-constexpr std::size_t job = 4;
-constexpr std::size_t tensor = 8;
-constexpr std::size_t seq = 12;
-constexpr std::size_t aggregator = 16;
-constexpr std::size_t workers_bitmap = 20;
-constexpr std::size_t racks_bitmap = 24;
-constexpr std::size_t rack_fan_in = 28;
-constexpr std::size_t job_fan_in = 29;
-constexpr std::size_t rack = 30;
-constexpr std::size_t kind = 31;
-constexpr std::size_t value_count = 32;
-constexpr std::size_t reserved16 = 34;
-constexpr std::size_t remap_index = 36;
-constexpr std::size_t token = 40;
-}  // namespace offset
-static_assert(offset::token + 4 == kHeaderBytes);
 
 std::string_view to_string(DecodeError e) {
   switch (e) {
@@ -125,6 +104,8 @@ DecodeError decode(std::span<const std::uint8_t> packet, Header& h) {
   if (!h.is_downward() && h.value_count == 0) return DecodeError::bad_length;
   return validate_contributors(h);
 }
+
+FragmentTemplate::FragmentTemplate(const Header& fixed) { encode(fixed, bytes_); }
 
 void encode(const Header& h, std::span<std::uint8_t> out) {
   std::uint8_t* p = out.data();

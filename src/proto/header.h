@@ -4,8 +4,11 @@
 // docs/protocol.md has the byte layout and the meaning of every field.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
+
+#include "proto/byte_order.h"
 
 namespace atp::proto {
 
@@ -40,6 +43,29 @@ enum class Kind : std::uint8_t {
   join = 1,      // worker -> PS 0: "which run am I in?", seq = the worker's nonce
   joined = 2,    // PS 0 -> workers: the run (high half of `tensor`) for the nonce in seq
 };
+
+// Where each field sits (docs/protocol.md has the layout).
+namespace offset {
+constexpr std::size_t version = 0;
+constexpr std::size_t flags = 1;
+constexpr std::size_t next_level = 2;
+constexpr std::size_t ps_index = 3;
+constexpr std::size_t job = 4;
+constexpr std::size_t tensor = 8;
+constexpr std::size_t seq = 12;
+constexpr std::size_t aggregator = 16;
+constexpr std::size_t workers_bitmap = 20;
+constexpr std::size_t racks_bitmap = 24;
+constexpr std::size_t rack_fan_in = 28;
+constexpr std::size_t job_fan_in = 29;
+constexpr std::size_t rack = 30;
+constexpr std::size_t kind = 31;
+constexpr std::size_t value_count = 32;
+constexpr std::size_t reserved16 = 34;
+constexpr std::size_t remap_index = 36;
+constexpr std::size_t token = 40;
+}  // namespace offset
+static_assert(offset::token + 4 == kHeaderBytes);
 
 struct Header {
   Kind kind = Kind::fragment;
@@ -97,6 +123,26 @@ DecodeError decode(std::span<const std::uint8_t> packet, Header& out);
 
 // Writes the 44 header bytes; the caller owns the values that follow.
 void encode(const Header& h, std::span<std::uint8_t> out);
+
+// A worker's fragments differ from each other in a few fields only: the rest is encoded once
+// and copied, and write() stores the ones that change.
+class FragmentTemplate {
+ public:
+  explicit FragmentTemplate(const Header& fixed);
+  void write(std::uint8_t flags, std::uint8_t ps_index, std::uint32_t tensor, std::uint32_t seq,
+             std::uint32_t aggregator, std::uint16_t value_count, std::uint8_t* out) const {
+    std::memcpy(out, bytes_, kHeaderBytes);
+    out[offset::flags] = flags;
+    out[offset::ps_index] = ps_index;
+    store_be32(out + offset::tensor, tensor);
+    store_be32(out + offset::seq, seq);
+    store_be32(out + offset::aggregator, aggregator);
+    store_be16(out + offset::value_count, value_count);
+  }
+
+ private:
+  std::uint8_t bytes_[kHeaderBytes] = {};
+};
 
 // Rewrites only the mutable fields a switch touches (flags, level, bitmaps), in place.
 void encode_flags_and_bitmaps(const Header& h, std::span<std::uint8_t> packet);

@@ -61,14 +61,40 @@ bool supported(Isa isa) {
   return false;
 }
 
-bool quantize_to_wire(Isa isa, const float* in, std::size_t n, float scale,
-                      std::int32_t max_magnitude, std::uint8_t* out) {
+namespace {
+
+// One ISA's kernels, resolved once: a fragment-sized call must not pay for feature checks.
+struct Kernels {
+  bool (*quantize)(const float*, std::size_t, float, std::int32_t, std::uint8_t*);
+  void (*dequantize)(const std::uint8_t*, std::size_t, float, float*);
+  void (*bswap32)(const void*, std::size_t, void*);
+};
+
+constexpr Kernels kScalar{detail::quantize_scalar, detail::dequantize_scalar,
+                          detail::bswap32_scalar};
+constexpr Kernels kAvx2{detail::quantize_avx2, detail::dequantize_avx2, detail::bswap32_avx2};
+constexpr Kernels kAvx512{detail::quantize_avx512, detail::dequantize_avx512,
+                          detail::bswap32_avx512};
+
+const Kernels& kernels(Isa isa) {
   switch (runnable(isa)) {
-    case Isa::avx512: return detail::quantize_avx512(in, n, scale, max_magnitude, out);
-    case Isa::avx2: return detail::quantize_avx2(in, n, scale, max_magnitude, out);
+    case Isa::avx512: return kAvx512;
+    case Isa::avx2: return kAvx2;
     case Isa::scalar: break;
   }
-  return detail::quantize_scalar(in, n, scale, max_magnitude, out);
+  return kScalar;
+}
+
+const Kernels& best_kernels() {
+  static const Kernels& best = kernels(best_isa());
+  return best;
+}
+
+}  // namespace
+
+bool quantize_to_wire(Isa isa, const float* in, std::size_t n, float scale,
+                      std::int32_t max_magnitude, std::uint8_t* out) {
+  return kernels(isa).quantize(in, n, scale, max_magnitude, out);
 }
 
 bool quantize_to_wire(Isa isa, const float* in, std::size_t n, float scale, std::uint8_t* out) {
@@ -77,43 +103,29 @@ bool quantize_to_wire(Isa isa, const float* in, std::size_t n, float scale, std:
 
 bool quantize_to_wire(const float* in, std::size_t n, float scale, std::int32_t max_magnitude,
                       std::uint8_t* out) {
-  return quantize_to_wire(best_isa(), in, n, scale, max_magnitude, out);
+  return best_kernels().quantize(in, n, scale, max_magnitude, out);
 }
 
 void dequantize_from_wire(Isa isa, const std::uint8_t* in, std::size_t n, float scale, float* out) {
-  switch (runnable(isa)) {
-    case Isa::avx512: return detail::dequantize_avx512(in, n, scale, out);
-    case Isa::avx2: return detail::dequantize_avx2(in, n, scale, out);
-    case Isa::scalar: break;
-  }
-  detail::dequantize_scalar(in, n, scale, out);
+  kernels(isa).dequantize(in, n, scale, out);
 }
 
 bool quantize_to_wire(const float* in, std::size_t n, float scale, std::uint8_t* out) {
-  return quantize_to_wire(best_isa(), in, n, scale, out);
+  return best_kernels().quantize(in, n, scale, kAnyMagnitude, out);
 }
 
 void dequantize_from_wire(const std::uint8_t* in, std::size_t n, float scale, float* out) {
-  dequantize_from_wire(best_isa(), in, n, scale, out);
+  best_kernels().dequantize(in, n, scale, out);
 }
-
-namespace {
 
 // Host float <-> big-endian float is the same 32-bit byte reversal in both directions.
-void bswap32(const void* in, std::size_t n, void* out) {
-  switch (best_isa()) {
-    case Isa::avx512: return detail::bswap32_avx512(in, n, out);
-    case Isa::avx2: return detail::bswap32_avx2(in, n, out);
-    case Isa::scalar: break;
-  }
-  detail::bswap32_scalar(in, n, out);
+void floats_to_wire(const float* in, std::size_t n, std::uint8_t* out) {
+  best_kernels().bswap32(in, n, out);
 }
 
-}  // namespace
-
-void floats_to_wire(const float* in, std::size_t n, std::uint8_t* out) { bswap32(in, n, out); }
-
-void floats_from_wire(const std::uint8_t* in, std::size_t n, float* out) { bswap32(in, n, out); }
+void floats_from_wire(const std::uint8_t* in, std::size_t n, float* out) {
+  best_kernels().bswap32(in, n, out);
+}
 
 std::int32_t sum_safe_magnitude(int workers) {
   return std::numeric_limits<std::int32_t>::max() / std::max(workers, 1);

@@ -38,12 +38,14 @@ ATP_AVX512 bool quantize_avx512(const float* in, std::size_t n, float scale,
   const __m512 scale_v = _mm512_set1_ps(scale);
   const __m512i control = bswap32_control();
   // See quantize_avx2: vcvtps2dq yields INT32_MIN exactly for the non-representable inputs,
-  // whose |q| reads as 2^31 unsigned, so the largest |q| against max_magnitude is the whole test.
-  __m512i largest = _mm512_setzero_si512();
+  // whose |q| reads as 2^31 unsigned, so |q| above max_magnitude (unsigned) is the whole test.
+  // Lanes over the limit are OR-ed into a mask: no reduction across lanes at the end.
+  const __m512i limit = _mm512_set1_epi32(max_magnitude);
+  __mmask16 over = 0;
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(in + i), scale_v));
-    largest = _mm512_max_epu32(largest, _mm512_abs_epi32(q));
+    over |= _mm512_cmpgt_epu32_mask(_mm512_abs_epi32(q), limit);
     _mm512_storeu_si512(out + 4 * i, _mm512_shuffle_epi8(q, control));
   }
   if (i < n) {
@@ -51,10 +53,10 @@ ATP_AVX512 bool quantize_avx512(const float* in, std::size_t n, float scale,
     const __mmask16 lanes = first_lanes(n - i);
     const __m512 x = _mm512_maskz_loadu_ps(lanes, in + i);
     const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(x, scale_v));
-    largest = _mm512_mask_max_epu32(largest, lanes, largest, _mm512_abs_epi32(q));
+    over |= _mm512_mask_cmpgt_epu32_mask(lanes, _mm512_abs_epi32(q), limit);
     _mm512_mask_storeu_epi32(out + 4 * i, lanes, _mm512_shuffle_epi8(q, control));
   }
-  return _mm512_reduce_max_epu32(largest) <= static_cast<std::uint32_t>(max_magnitude);
+  return over == 0;
 }
 
 ATP_AVX512 void dequantize_avx512(const std::uint8_t* in, std::size_t n, float scale, float* out) {

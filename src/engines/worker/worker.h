@@ -195,6 +195,7 @@ class Worker {
   AggregatorWindow aggregator_window_;  // config_.aggregator_window only
   RttEstimator rtt_;
   std::int32_t quant_limit_;  // |quantized value| at most this, or the fragment goes as floats
+  proto::FragmentTemplate fragment_header_;
   std::vector<Fragment> ring_;
   std::vector<std::uint32_t> aggregator_of_lane_;  // window lanes: each one's aggregator index
   std::deque<Tensor> tensors_;  // submitted and not fully finished, oldest first
