@@ -44,7 +44,8 @@ class SwitchDaemon {
  private:
   struct Shard {
     Shard(engines::SwitchConfig config, const runtime::Endpoint& address)
-        : pipeline(config), slices(config.pool_size), socket(address) {}
+        : pipeline(config), slices(config.pool_size),
+          socket(address, runtime::SocketOptions::for_switch()) {}
     mutable std::mutex mutex;  // the data path holds it per batch; the control plane per call
     runtime::AddressBook book;
     engines::SwitchPipeline pipeline;
