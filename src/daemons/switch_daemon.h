@@ -44,8 +44,7 @@ class SwitchDaemon {
  private:
   struct Shard {
     Shard(engines::SwitchConfig config, const runtime::Endpoint& address)
-        : pipeline(config), slices(config.pool_size),
-          socket(address, runtime::SocketOptions::for_switch()) {}
+        : pipeline(config), slices(config.pool_size), socket(address) {}
     mutable std::mutex mutex;  // the data path holds it per batch; the control plane per call
     runtime::AddressBook book;
     engines::SwitchPipeline pipeline;

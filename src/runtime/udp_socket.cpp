@@ -33,21 +33,15 @@ bool environment_says(const char* name) {
   return v != nullptr && std::strcmp(v, "1") == 0;
 }
 
-// ATP_UDP_GRO=1: on, ATP_UDP_GRO=0: off, otherwise the role's default.
-bool receive_trains_or(bool role_default) {
-  const char* v = std::getenv("ATP_UDP_GRO");
-  if (v != nullptr && std::strcmp(v, "1") == 0) return true;
-  if (v != nullptr && std::strcmp(v, "0") == 0) return false;
-  return role_default;
+bool environment_says_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "0") == 0;
 }
 }  // namespace
 
 SocketOptions SocketOptions::from_environment() {
-  return {.send_trains = !environment_says("ATP_NO_GSO"), .receive_trains = receive_trains_or(true)};
-}
-
-SocketOptions SocketOptions::for_switch() {
-  return {.send_trains = !environment_says("ATP_NO_GSO"), .receive_trains = receive_trains_or(false)};
+  return {.send_trains = !environment_says("ATP_NO_GSO"),
+          .receive_trains = !environment_says_off("ATP_UDP_GRO")};
 }
 
 ReceiveBatch::ReceiveBatch(std::size_t capacity, std::size_t max_bytes)

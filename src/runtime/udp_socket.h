@@ -3,7 +3,7 @@
 // call per batch, not per packet. A batch's datagrams are grouped by destination and each
 // group leaves as UDP GSO trains (UDP_SEGMENT): one trip through the socket layer for up to 64
 // datagrams, each still its own datagram on the wire and to the engines; trains arriving are
-// read whole (UDP_GRO) except by a switch (SocketOptions). Everything it sends is ECN-capable (ECT(0)), and it reports which
+// read whole (UDP_GRO). Everything it sends is ECN-capable (ECT(0)), and it reports which
 // datagrams arrived marked Congestion Experienced (RFC 3168), so a queue on the path that
 // marks instead of dropping reaches the protocol (docs/engines.md, "ECN on real packets").
 #include <sys/socket.h>
@@ -83,14 +83,10 @@ struct SocketOptions {
   bool send_trains = true;
   // UDP GRO on receive: the kernel queues a train of datagrams as one buffer, which costs it
   // far less per datagram; receive() still hands them out one by one, with their CE marks.
+  // At 500 Mbit/s it cut ATP's CPU seconds by a third (docs/performance.md). ATP_UDP_GRO=0
+  // turns it off.
   bool receive_trains = true;
-  // Workers' and parameter servers' sockets: GRO on (at 500 Mbit/s it cut ATP's CPU seconds by
-  // a third, docs/performance.md). ATP_UDP_GRO=0 or 1 overrides.
   static SocketOptions from_environment();
-  // A software switch's: GRO off unless ATP_UDP_GRO=1. Its ECN marks read the receive queue's
-  // memory, which trains fill more densely: marks then come late (on shaped veth links the
-  // incast benchmark fell from 40 to 22 Mbit/s, docs/benchmarks.md).
-  static SocketOptions for_switch();
 };
 
 class UdpSocket {
