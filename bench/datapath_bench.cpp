@@ -9,7 +9,7 @@
 // each on its own thread and socket with its own job and sender, as the switch daemon's shards,
 // against one, in the same run: packets/s and packets per CPU second of the switch threads.
 //
-//   build/bin/datapath_bench [--seconds S] [--values-per-packet K] [--shards N]
+//   build/bin/datapath_bench [--seconds S] [--rounds R] [--values-per-packet K] [--shards N]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -99,10 +99,10 @@ class Sender {
   std::thread thread_;
 };
 
-// Drains `target` for `seconds`, handing each datagram to `forward`, then empties it so the
-// next round starts clean.
+// Drains `target` for `seconds`, handing each datagram to `forward`, which queues what leaves
+// (borrowed from the receive batch, or from an engine's outbox, as the daemons do).
 template <typename Forward>
-Round drain(runtime::UdpSocket& target, double seconds, Forward forward) {
+Round drain(runtime::UdpSocket& target, double seconds, Forward& forward) {
   runtime::ReceiveBatch received(64, 65536);
   runtime::SendBatch to_send;
   Round r;
@@ -112,7 +112,9 @@ Round drain(runtime::UdpSocket& target, double seconds, Forward forward) {
   while (std::chrono::steady_clock::now() < end) {
     const std::size_t n = target.receive(received);
     for (std::size_t i = 0; i < n; ++i) forward(received.packet(i), to_send);
+    forward.flush(to_send);
     if (to_send.size() > 0) target.send(to_send);
+    forward.sent();
     r.packets += n;
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -122,7 +124,7 @@ Round drain(runtime::UdpSocket& target, double seconds, Forward forward) {
 
 template <typename Forward>
 Round measure(runtime::UdpSocket& target, Packets mix, bool renumber, double seconds,
-              Forward forward) {
+              Forward& forward) {
   Round r;
   {
     Sender sender(target.local(), std::move(mix), renumber);
@@ -134,61 +136,78 @@ Round measure(runtime::UdpSocket& target, Packets mix, bool renumber, double sec
   return r;
 }
 
-// A switch shard: its own pipeline (its job, the whole pool for this bench), socket and sink.
+// What the measured thread does with each datagram; what it queues is sent after the batch.
+// Each borrows its datagrams (from the receive batch, or its engine's outbox), as the daemons do.
+struct BareForwarder {
+  void operator()(std::span<std::uint8_t> p, runtime::SendBatch& out) { out.add_borrowed(sink, p); }
+  void flush(runtime::SendBatch&) {}
+  void sent() {}
+  runtime::Endpoint sink;
+};
+
+// A switch shard: its own pipeline (its job, the whole pool for this bench) and socket; every
+// copy the pipeline asks for goes to the sink.
 struct Shard {
   Shard(std::uint32_t job, std::uint16_t k, const runtime::Endpoint& sink)
       : pipeline({proto::Level::rack, 1024, k, engines::Policy::atp}), sink(sink) {
     pipeline.add_job({job, {0, 0}, {0}, 64, 0, 0, /*fan_in=*/2, 0, /*multicast_group=*/1});
   }
-  // Forwards every copy the pipeline asks for to the sink.
-  void forward(std::span<std::uint8_t> p, runtime::SendBatch& out) {
+  void operator()(std::span<std::uint8_t> p, runtime::SendBatch& out) {
     const engines::Verdict v = pipeline.process(p, 0, 0);
-    if (v.action == engines::Verdict::Action::port) out.add(sink, p);
+    if (v.action == engines::Verdict::Action::port) out.add_borrowed(sink, p);
     if (v.action == engines::Verdict::Action::multicast)
-      for (std::size_t i = 0; i < pipeline.multicast_ports(v.group).size(); ++i) out.add(sink, p);
+      for (std::size_t i = 0; i < pipeline.multicast_ports(v.group).size(); ++i)
+        out.add_borrowed(sink, p);
   }
+  void flush(runtime::SendBatch&) {}
+  void sent() {}
   engines::SwitchPipeline pipeline;
   runtime::Endpoint sink;
   runtime::UdpSocket socket{*runtime::Endpoint::parse("127.0.0.1:0")};
 };
 
-void compare_with_forwarder(double seconds, std::uint16_t k) {
+// The PS engine: its results collect in its outbox over the batch, as in the PS daemon.
+struct PsForwarder {
+  explicit PsForwarder(std::uint16_t k, const runtime::Endpoint& sink) : sink(sink) {
+    ps.add_job({1, {2}, 64, k, 0});
+  }
+  void operator()(std::span<std::uint8_t> p, runtime::SendBatch&) { ps.on_packet(0, p, outbox); }
+  void flush(runtime::SendBatch& out) {
+    for (auto& d : outbox.packets()) out.add_borrowed(sink, d.bytes);
+  }
+  void sent() { outbox.clear(); }
+  engines::ParameterServer ps;
+  Outbox outbox;
+  runtime::Endpoint sink;
+};
+
+void compare_with_forwarder(double seconds, std::uint16_t k, int rounds) {
   runtime::UdpSocket sink(*runtime::Endpoint::parse("127.0.0.1:0"));
   const runtime::Endpoint sink_address = sink.local();
-  Shard sw(1, k, sink_address);
-  runtime::UdpSocket& target = sw.socket;
-  engines::ParameterServer ps;
-  ps.add_job({1, {2}, 64, k, 0});
+  Shard through_switch(1, k, sink_address);
+  runtime::UdpSocket& target = through_switch.socket;
+  PsForwarder through_ps(k, sink_address);
+  BareForwarder bare{sink_address};
   Packets rack_sums = {packet(1, 0, 0, 0, k)};
   proto::store_be32(rack_sums[0].data() + 24, 1);  // racks_bitmap: rack 0 whole
-  Outbox outbox;
-
-  auto bare = [&](std::span<std::uint8_t> p, runtime::SendBatch& out) { out.add(sink_address, p); };
-  auto through_switch = [&](std::span<std::uint8_t> p, runtime::SendBatch& out) {
-    sw.forward(p, out);
-  };
-  auto through_ps = [&](std::span<std::uint8_t> p, runtime::SendBatch& out) {
-    ps.on_packet(0, p, outbox);
-    for (auto& d : outbox.packets()) out.add(sink_address, d.bytes);
-    outbox.clear();
-  };
 
   double forwarder = 0, switch_pps = 0, forwarder_ps = 0, ps_pps = 0;
-  auto rate = [](const Round& r) { return r.packets / r.seconds / 2; };
-  for (int round = 0; round < 2; ++round) {
+  auto rate = [rounds](const Round& r) { return r.packets / r.seconds / rounds; };
+  for (int round = 0; round < rounds; ++round) {
     forwarder += rate(measure(target, switch_mix(1, k), false, seconds, bare));
     switch_pps += rate(measure(target, switch_mix(1, k), false, seconds, through_switch));
     forwarder_ps += rate(measure(target, rack_sums, true, seconds, bare));
     ps_pps += rate(measure(target, rack_sums, true, seconds, through_ps));
   }
-  const auto* c = sw.pipeline.job_counters(1);
-  std::printf("K=%u, %.1f s per round, 2 rounds alternating, packets/s in\n", k, seconds);
+  const auto* c = through_switch.pipeline.job_counters(1);
+  std::printf("K=%u, %.1f s per round, %d rounds alternating, packets/s in\n", k, seconds,
+              rounds);
   std::printf("switch: bare forwarder %10.0f  ATP switch %10.0f  ratio %.2f  (completed %llu)\n",
               forwarder, switch_pps, switch_pps / forwarder,
               static_cast<unsigned long long>(c->completed));
   std::printf("ps:     bare forwarder %10.0f  ATP PS     %10.0f  ratio %.2f  (completed %llu)\n",
               forwarder_ps, ps_pps, ps_pps / forwarder_ps,
-              static_cast<unsigned long long>(ps.job_counters(1)->completed));
+              static_cast<unsigned long long>(through_ps.ps.job_counters(1)->completed));
 }
 
 // `shards` switch shards at once, each drained by its own thread and fed by its own sender.
@@ -200,12 +219,12 @@ Round run_shards(unsigned shards, double seconds, std::uint16_t k,
   {
     std::vector<std::unique_ptr<Sender>> senders;
     for (unsigned i = 0; i < shards; ++i)
-      senders.push_back(std::make_unique<Sender>(all[i]->socket.local(), switch_mix(i + 1, k), false));
+      senders.push_back(
+          std::make_unique<Sender>(all[i]->socket.local(), switch_mix(i + 1, k), false));
     std::vector<std::thread> drains;
     for (unsigned i = 0; i < shards; ++i)
       drains.emplace_back([&, i] {
-        Shard& s = *all[i];
-        rounds[i] = drain(s.socket, seconds, [&s](auto p, auto& out) { s.forward(p, out); });
+        rounds[i] = drain(all[i]->socket, seconds, *all[i]);
       });
     for (auto& t : drains) t.join();
   }
@@ -218,18 +237,18 @@ Round run_shards(unsigned shards, double seconds, std::uint16_t k,
   return total;
 }
 
-void compare_shards(unsigned shards, double seconds, std::uint16_t k) {
+void compare_shards(unsigned shards, double seconds, std::uint16_t k, int rounds) {
   runtime::UdpSocket sink(*runtime::Endpoint::parse("127.0.0.1:0"));
   Round one, many;
-  for (int round = 0; round < 2; ++round) {  // alternating
+  for (int round = 0; round < rounds; ++round) {  // alternating
     const Round a = run_shards(1, seconds, k, sink.local());
     const Round b = run_shards(shards, seconds, k, sink.local());
     one = {one.seconds + a.seconds, one.cpu_seconds + a.cpu_seconds, one.packets + a.packets};
     many = {many.seconds + b.seconds, many.cpu_seconds + b.cpu_seconds, many.packets + b.packets};
   }
   const unsigned cores = std::thread::hardware_concurrency();
-  std::printf("K=%u, %.1f s per round, 2 rounds alternating, %u cores; each shard has its own "
-              "sender thread\n", k, seconds, cores);
+  std::printf("K=%u, %.1f s per round, %d rounds alternating, %u cores; each shard has its own "
+              "sender thread\n", k, seconds, rounds, cores);
   auto line = [](unsigned n, const Round& r) {
     std::printf("shards=%u: %10.0f packets/s in, %10.0f packets per switch-thread CPU second\n",
                 n, r.packets / r.seconds, r.packets / r.cpu_seconds);
@@ -251,15 +270,18 @@ int main(int argc, char** argv) {
   double seconds = 2.0;
   unsigned k = 64;
   unsigned shards = 0;
+  int rounds = 2;
   app.add_option("--seconds", seconds, "length of each measured round")
       ->capture_default_str()->check(CLI::Range(0.1, 600.0));
   app.add_option("-k,--values-per-packet", k, "values per packet (K)")
       ->capture_default_str()->check(CLI::Range(1u, unsigned{proto::kMaxValues}));
+  app.add_option("--rounds", rounds, "rounds of each, alternating (ratios are of the sums)")
+      ->capture_default_str()->check(CLI::Range(1, 100));
   app.add_option("--shards", shards,
                  "measure N switch shards (threads = N) against one instead of the forwarder")
       ->check(CLI::Range(2u, 64u));
   CLI11_PARSE(app, argc, argv);
-  if (shards > 0) compare_shards(shards, seconds, static_cast<std::uint16_t>(k));
-  else compare_with_forwarder(seconds, static_cast<std::uint16_t>(k));
+  if (shards > 0) compare_shards(shards, seconds, static_cast<std::uint16_t>(k), rounds);
+  else compare_with_forwarder(seconds, static_cast<std::uint16_t>(k), rounds);
   return 0;
 }

@@ -88,11 +88,11 @@ void SwitchDaemon::forward(Shard& s, const engines::Verdict& v, std::span<const 
   switch (v.action) {
     case engines::Verdict::Action::drop: break;
     case engines::Verdict::Action::port:
-      s.to_send.add(s.book.endpoint(engines::node_of_port(v.port)), packet);
+      s.to_send.add_borrowed(s.book.endpoint(engines::node_of_port(v.port)), packet);
       break;
     case engines::Verdict::Action::multicast:
       for (engines::Port member : s.pipeline.multicast_ports(v.group))
-        s.to_send.add(s.book.endpoint(engines::node_of_port(member)), packet);
+        s.to_send.add_borrowed(s.book.endpoint(engines::node_of_port(member)), packet);
       break;
   }
 }

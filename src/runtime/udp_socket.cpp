@@ -80,13 +80,15 @@ void ReceiveBatch::unpack(std::size_t m, std::size_t length) {
 }
 
 void SendBatch::add(const Endpoint& to, std::span<const std::uint8_t> bytes) {
-  if (count_ == buffers_.size()) {
-    buffers_.emplace_back();
-    addresses_.emplace_back();
-  }
-  buffers_[count_].assign(bytes.begin(), bytes.end());
-  addresses_[count_] = to.sockaddr();
-  ++count_;
+  if (copies_used_ == copies_.size()) copies_.emplace_back();
+  std::vector<std::uint8_t>& copy = copies_[copies_used_++];
+  copy.assign(bytes.begin(), bytes.end());
+  add_borrowed(to, copy);
+}
+
+void SendBatch::add_borrowed(const Endpoint& to, std::span<const std::uint8_t> bytes) {
+  datagrams_.push_back(bytes);
+  addresses_.push_back(to.sockaddr());
 }
 
 UdpSocket::UdpSocket(const Endpoint& local, SocketOptions options) {
@@ -164,7 +166,7 @@ std::size_t UdpSocket::receive(ReceiveBatch& batch) {
 // results form trains). Order across destinations means nothing to UDP. Without GSO, or with
 // more destinations than a batch is worth grouping, as added.
 void UdpSocket::order_by_destination(const SendBatch& batch) {
-  const std::size_t n = batch.count_;
+  const std::size_t n = batch.datagrams_.size();
   order_.resize(n);
   destinations_.clear();
   group_of_.resize(n);
@@ -195,7 +197,7 @@ void UdpSocket::order_by_destination(const SendBatch& batch) {
 // becomes one GSO train. Returns the number of messages; segments_[m] says how many datagrams
 // each holds.
 std::size_t UdpSocket::plan_messages(SendBatch& batch, std::size_t from) {
-  const std::size_t n = batch.count_;
+  const std::size_t n = batch.datagrams_.size();
   std::size_t messages = 0;
   for (std::size_t i = from; i < n; ++messages) {
     const std::size_t size = iovecs_[i].iov_len;
@@ -232,7 +234,7 @@ std::size_t UdpSocket::plan_messages(SendBatch& batch, std::size_t from) {
 }
 
 void UdpSocket::send(SendBatch& batch) {
-  const std::size_t n = batch.count_;
+  const std::size_t n = batch.datagrams_.size();
   if (headers_.size() < n) {
     headers_.resize(n);
     iovecs_.resize(n);
@@ -241,8 +243,9 @@ void UdpSocket::send(SendBatch& batch) {
   }
   order_by_destination(batch);
   for (std::size_t p = 0; p < n; ++p) {
-    auto& bytes = batch.buffers_[order_[p]];
-    iovecs_[p] = {bytes.data(), bytes.size()};
+    const auto bytes = batch.datagrams_[order_[p]];
+    // sendmmsg never writes through the iovec: dropping const here is safe.
+    iovecs_[p] = {const_cast<std::uint8_t*>(bytes.data()), bytes.size()};
   }
   std::size_t done = 0;
   while (done < n) {

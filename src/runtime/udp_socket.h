@@ -53,15 +53,24 @@ class ReceiveBatch {
 // Datagrams queued for one sendmmsg; bytes are copied in so callers may reuse their buffers.
 class SendBatch {
  public:
+  // Copies `bytes`: they may change or go as soon as this returns.
   void add(const Endpoint& to, std::span<const std::uint8_t> bytes);
-  std::size_t size() const { return count_; }
-  void clear() { count_ = 0; }
+  // Sends `bytes` where they are, without a copy: they must stay as they are until send().
+  // For datagrams in a receive batch or an engine's outbox, both of which outlive the send.
+  void add_borrowed(const Endpoint& to, std::span<const std::uint8_t> bytes);
+  std::size_t size() const { return datagrams_.size(); }
+  void clear() {
+    datagrams_.clear();
+    addresses_.clear();
+    copies_used_ = 0;
+  }
 
  private:
   friend class UdpSocket;
-  std::vector<std::vector<std::uint8_t>> buffers_;
+  std::vector<std::span<const std::uint8_t>> datagrams_;
   std::vector<sockaddr_in> addresses_;
-  std::size_t count_ = 0;
+  std::vector<std::vector<std::uint8_t>> copies_;  // add()'s storage, reused batch to batch
+  std::size_t copies_used_ = 0;
 };
 
 struct SocketCounters {

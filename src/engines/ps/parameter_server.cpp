@@ -329,10 +329,10 @@ void ParameterServer::finish_integers(Job& job, Entry& e, Outbox& out) {
     return;
   }
   if (e.parts == 1) ++job.counters.completed_in_network;
-  std::vector<std::uint8_t> values(std::size_t{e.value_count} * 4);
+  std::uint8_t* values = result_payload(e);
   for (std::size_t i = 0; i < e.value_count; ++i)
-    proto::store_be_i32(values.data() + 4 * i, static_cast<std::int32_t>(e.sum[i]));
-  send_result(job, e, values, false, out);
+    proto::store_be_i32(values + 4 * i, static_cast<std::int32_t>(e.sum[i]));
+  send_result(job, e, false, out);
 }
 
 // Summed in double, worker by worker in rack-major order, whatever order packets came in:
@@ -344,9 +344,8 @@ void ParameterServer::finish_floats(Job& job, Entry& e, Outbox& out) {
     for (std::uint32_t w = 0; w < job.workers; ++w) acc += e.floats[std::size_t{w} * e.value_count + i];
     sum[i] = static_cast<float>(acc);
   }
-  std::vector<std::uint8_t> values(std::size_t{e.value_count} * 4);
-  quant::floats_to_wire(sum.data(), sum.size(), values.data());
-  send_result(job, e, values, true, out);
+  quant::floats_to_wire(sum.data(), sum.size(), result_payload(e));
+  send_result(job, e, true, out);
 }
 
 proto::Header ParameterServer::downward_header(const Job& job, const Entry& e) const {
@@ -363,8 +362,14 @@ proto::Header ParameterServer::downward_header(const Job& job, const Entry& e) c
   return h;
 }
 
-void ParameterServer::send_result(Job& job, Entry& e, std::span<const std::uint8_t> values,
-                                  bool floats, Outbox& out) {
+// The result is kept (a late resend gets it again): its values are written there once, and
+// send_result() adds the header and queues a copy.
+std::uint8_t* ParameterServer::result_payload(Entry& e) {
+  e.result.resize(proto::kHeaderBytes + std::size_t{e.value_count} * proto::kValueBytes);
+  return e.result.data() + proto::kHeaderBytes;
+}
+
+void ParameterServer::send_result(Job& job, Entry& e, bool floats, Outbox& out) {
   proto::Header h = downward_header(job, e);
   h.set(flag::kResult);
   h.set(flag::kFloatPayload, floats);
@@ -392,9 +397,7 @@ void ParameterServer::send_result(Job& job, Entry& e, std::span<const std::uint8
     ++job.counters.remaps;
   }
 
-  e.result.resize(h.packet_bytes());
-  proto::encode(h, e.result);
-  std::copy(values.begin(), values.end(), e.result.begin() + proto::kHeaderBytes);
+  proto::encode(h, e.result);  // result_payload() sized it
   auto packet = out.add(job.config.downstream, e.result.size());
   std::copy(e.result.begin(), e.result.end(), packet.begin());
   e.complete = true;

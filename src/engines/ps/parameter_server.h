@@ -128,8 +128,9 @@ class ParameterServer {
                   Outbox& out);
   void finish_integers(Job& job, Entry& e, Outbox& out);
   void finish_floats(Job& job, Entry& e, Outbox& out);
-  void send_result(Job& job, Entry& e, std::span<const std::uint8_t> values, bool floats,
-                   Outbox& out);
+  std::uint8_t* result_payload(Entry& e);
+  // Sends e.result, whose values result_payload() holds, with its header.
+  void send_result(Job& job, Entry& e, bool floats, Outbox& out);
   void send_float_request(Job& job, const Entry& e, Outbox& out);
   proto::Header downward_header(const Job& job, const Entry& e) const;
 

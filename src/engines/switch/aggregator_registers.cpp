@@ -75,39 +75,70 @@ bool AggregatorRegisters::wrapped_after(std::uint32_t i, Update u, bool packet_w
   return sticky_bit(wrapped_[i], u, packet_wrapped);
 }
 
-// The lanes are the stateful ALUs of one pass, side by side; the loop is their width.
-bool AggregatorRegisters::values_pass(std::uint32_t pass, std::uint32_t i, Update u,
-                                      std::span<std::uint8_t> lanes) {
-  std::int32_t* regs = lanes_of(pass, i);
-  bool overflow = false;
-  for (std::size_t lane = 0; lane < lanes.size() / 4; ++lane) {
-    std::uint8_t* wire = lanes.data() + 4 * lane;
-    switch (u) {
-      case Update::start: regs[lane] = proto::load_be_i32(wire); break;
-      case Update::add: {
-        std::int32_t sum;
-        overflow |= __builtin_add_overflow(regs[lane], proto::load_be_i32(wire), &sum);
-        regs[lane] = sum;
-        proto::store_be_i32(wire, sum);
-        break;
-      }
-      case Update::read: proto::store_be_i32(wire, regs[lane]); break;
-    }
+namespace {
+
+// One lane's add, as its stateful ALU does it: wrapping int32, with signed overflow reported.
+// In unsigned arithmetic and without branches, so the compiler turns a pass into vector code:
+// a sum overflowed iff both addends' signs differ from its own.
+inline std::uint32_t add_lane(std::uint32_t reg, std::uint32_t value, std::uint32_t& overflow) {
+  const std::uint32_t sum = reg + value;
+  overflow |= (reg ^ sum) & (value ^ sum);
+  return sum;
+}
+
+inline bool sign_bit(std::uint32_t bits) { return (bits >> 31) != 0; }
+
+// Target clones: the AVX2 build of a pass byte-swaps and adds 8 lanes at once (vpshufb); the
+// default one serves CPUs without it. The compiler picks one when the program loads.
+#define ATP_LANES [[gnu::target_clones("avx2", "default")]]
+
+ATP_LANES void load_lanes(std::uint32_t* regs, const std::uint8_t* wire, std::size_t n) {
+  for (std::size_t lane = 0; lane < n; ++lane) regs[lane] = proto::load_be32(wire + 4 * lane);
+}
+
+ATP_LANES void store_lanes(const std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
+  for (std::size_t lane = 0; lane < n; ++lane) proto::store_be32(wire + 4 * lane, regs[lane]);
+}
+
+// regs += wire, and wire = the sums; returns the lanes' overflow bits.
+ATP_LANES std::uint32_t add_lanes(std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
+  std::uint32_t overflow = 0;
+  for (std::size_t lane = 0; lane < n; ++lane) {
+    regs[lane] = add_lane(regs[lane], proto::load_be32(wire + 4 * lane), overflow);
+    proto::store_be32(wire + 4 * lane, regs[lane]);
   }
   return overflow;
 }
 
+// wire = regs + wire, the registers untouched; returns the lanes' overflow bits.
+ATP_LANES std::uint32_t add_lanes_into(const std::uint32_t* regs, std::uint8_t* wire,
+                                       std::size_t n) {
+  std::uint32_t overflow = 0;
+  for (std::size_t lane = 0; lane < n; ++lane)
+    proto::store_be32(wire + 4 * lane,
+                      add_lane(regs[lane], proto::load_be32(wire + 4 * lane), overflow));
+  return overflow;
+}
+
+}  // namespace
+
+// The lanes are the stateful ALUs of one pass, side by side; the loops are their width.
+bool AggregatorRegisters::values_pass(std::uint32_t pass, std::uint32_t i, Update u,
+                                      std::span<std::uint8_t> lanes) {
+  auto* regs = reinterpret_cast<std::uint32_t*>(lanes_of(pass, i));
+  const std::size_t n = lanes.size() / 4;
+  switch (u) {
+    case Update::start: load_lanes(regs, lanes.data(), n); return false;
+    case Update::add: return sign_bit(add_lanes(regs, lanes.data(), n));
+    case Update::read: store_lanes(regs, lanes.data(), n); return false;
+  }
+  return false;
+}
+
 bool AggregatorRegisters::values_pass_into_packet(std::uint32_t pass, std::uint32_t i,
                                                   std::span<std::uint8_t> lanes) {
-  const std::int32_t* regs = lanes_of(pass, i);
-  bool overflow = false;
-  for (std::size_t lane = 0; lane < lanes.size() / 4; ++lane) {
-    std::uint8_t* wire = lanes.data() + 4 * lane;
-    std::int32_t sum;
-    overflow |= __builtin_add_overflow(regs[lane], proto::load_be_i32(wire), &sum);
-    proto::store_be_i32(wire, sum);
-  }
-  return overflow;
+  const auto* regs = reinterpret_cast<const std::uint32_t*>(lanes_of(pass, i));
+  return sign_bit(add_lanes_into(regs, lanes.data(), lanes.size() / 4));
 }
 
 void AggregatorRegisters::free_job(std::uint32_t job) {
