@@ -76,6 +76,29 @@ TEST(UdpSocket, SendsEcnCapableTransport) {
   EXPECT_EQ(receiver.receive_tos() & 0x03, 0x02);  // ECT(0)
 }
 
+// add() copies at once; add_borrowed() sends the caller's bytes as they are at send().
+TEST(UdpSocket, BorrowedDatagramsLeaveFromTheCallersBuffer) {
+  UdpSocket sender(kAny), receiver(kAny);
+  std::vector<std::uint8_t> copied = {1, 1}, borrowed = {2, 2};
+  SendBatch batch;
+  batch.add(receiver.local(), copied);
+  batch.add_borrowed(receiver.local(), borrowed);
+  copied[1] = 9;
+  borrowed[1] = 9;
+  sender.send(batch);
+  EXPECT_EQ(batch.size(), 0u);
+  ReceiveBatch got(8, 64);
+  std::vector<std::vector<std::uint8_t>> datagrams;
+  for (int reads = 0; reads < 2 && datagrams.size() < 2; ++reads) {  // the second may lag
+    const std::size_t n = receive_waiting(receiver, got);
+    for (std::size_t i = 0; i < n; ++i)
+      datagrams.emplace_back(got.packet(i).begin(), got.packet(i).end());
+  }
+  ASSERT_EQ(datagrams.size(), 2u);
+  EXPECT_EQ(datagrams[0], (std::vector<std::uint8_t>{1, 1}));
+  EXPECT_EQ(datagrams[1], (std::vector<std::uint8_t>{2, 9}));
+}
+
 TEST(UdpSocket, ReportsWhichDatagramsArrivedCongestionExperienced) {
   UdpSocket receiver(kAny);
   PlainSocket marked, unmarked;
