@@ -28,20 +28,15 @@ bool same_destination(const sockaddr_in& a, const sockaddr_in& b) {
   return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
 }
 
-bool environment_says(const char* name) {
+bool environment_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
-
-bool environment_says_off(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, "0") == 0;
+  return v != nullptr && std::strcmp(v, value) == 0;
 }
 }  // namespace
 
 SocketOptions SocketOptions::from_environment() {
-  return {.send_trains = !environment_says("ATP_NO_GSO"),
-          .receive_trains = !environment_says_off("ATP_UDP_GRO")};
+  return {.send_trains = !environment_is("ATP_NO_GSO", "1"),
+          .receive_trains = !environment_is("ATP_UDP_GRO", "0")};
 }
 
 ReceiveBatch::ReceiveBatch(std::size_t capacity, std::size_t max_bytes)

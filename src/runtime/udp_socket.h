@@ -50,7 +50,7 @@ class ReceiveBatch {
   std::vector<Datagram> datagrams_;
 };
 
-// Datagrams queued for one sendmmsg; bytes are copied in so callers may reuse their buffers.
+// Datagrams queued for one sendmmsg: copied in by add(), or borrowed by add_borrowed().
 class SendBatch {
  public:
   // Copies `bytes`: they may change or go as soon as this returns.

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engines/vector_clones.h"
 #include "proto/aggregator_index.h"
 #include "proto/byte_order.h"
 #include "quant/quantizer.h"
@@ -287,10 +288,32 @@ ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header
   return &e;
 }
 
+namespace {
+
+ATP_VECTOR_CLONES
+void add_wire_values(std::int64_t* sum, const std::uint8_t* values, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) sum[i] += proto::load_be_i32(values + 4 * i);
+}
+
+// Writes the sums as wire values if every one fits an int32; false (nothing to use) if not.
+ATP_VECTOR_CLONES
+bool sums_to_wire(const std::int64_t* sum, std::size_t n, std::uint8_t* out) {
+  // sum - INT32_MIN is below 2^32 exactly when sum fits (sums of at most 1024 int32 values are
+  // far from int64's limits): its high half gathers every misfit, without a branch.
+  constexpr std::int64_t lo = std::numeric_limits<std::int32_t>::min();
+  std::uint64_t misfits = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    misfits |= static_cast<std::uint64_t>(sum[i] - lo) >> 32;
+    proto::store_be32(out + 4 * i, static_cast<std::uint32_t>(sum[i]));
+  }
+  return misfits == 0;
+}
+
+}  // namespace
+
 void ParameterServer::add_integers(Entry& e, const proto::Header& h,
                                    std::span<const std::uint8_t> packet) {
-  const std::uint8_t* values = packet.data() + proto::kHeaderBytes;
-  for (std::size_t i = 0; i < h.value_count; ++i) e.sum[i] += proto::load_be_i32(values + 4 * i);
+  add_wire_values(e.sum.data(), packet.data() + proto::kHeaderBytes, h.value_count);
 }
 
 void ParameterServer::enter_float_mode(Job& job, Entry& e, Outbox& out) {
@@ -320,18 +343,12 @@ void ParameterServer::add_floats(Job& job, Entry& e, const proto::Header& h,
 }
 
 void ParameterServer::finish_integers(Job& job, Entry& e, Outbox& out) {
-  constexpr std::int64_t lo = std::numeric_limits<std::int32_t>::min();
-  constexpr std::int64_t hi = std::numeric_limits<std::int32_t>::max();
-  const bool fits = std::all_of(e.sum.begin(), e.sum.end(),
-                                [](std::int64_t v) { return v >= lo && v <= hi; });
-  if (!fits) {
+  if (!sums_to_wire(e.sum.data(), e.value_count, result_payload(e))) {
+    e.result.clear();
     enter_float_mode(job, e, out);
     return;
   }
   if (e.parts == 1) ++job.counters.completed_in_network;
-  std::uint8_t* values = result_payload(e);
-  for (std::size_t i = 0; i < e.value_count; ++i)
-    proto::store_be_i32(values + 4 * i, static_cast<std::int32_t>(e.sum[i]));
   send_result(job, e, false, out);
 }
 

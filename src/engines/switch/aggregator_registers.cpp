@@ -1,6 +1,7 @@
 #include "engines/switch/aggregator_registers.h"
 
 #include "engines/common.h"
+#include "engines/vector_clones.h"
 #include "proto/byte_order.h"
 
 namespace atp::engines {
@@ -88,20 +89,19 @@ inline std::uint32_t add_lane(std::uint32_t reg, std::uint32_t value, std::uint3
 
 inline bool sign_bit(std::uint32_t bits) { return (bits >> 31) != 0; }
 
-// Target clones: the AVX2 build of a pass byte-swaps and adds 8 lanes at once (vpshufb); the
-// default one serves CPUs without it. The compiler picks one when the program loads.
-#define ATP_LANES [[gnu::target_clones("avx2", "default")]]
-
-ATP_LANES void load_lanes(std::uint32_t* regs, const std::uint8_t* wire, std::size_t n) {
+ATP_VECTOR_CLONES
+void load_lanes(std::uint32_t* regs, const std::uint8_t* wire, std::size_t n) {
   for (std::size_t lane = 0; lane < n; ++lane) regs[lane] = proto::load_be32(wire + 4 * lane);
 }
 
-ATP_LANES void store_lanes(const std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
+ATP_VECTOR_CLONES
+void store_lanes(const std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
   for (std::size_t lane = 0; lane < n; ++lane) proto::store_be32(wire + 4 * lane, regs[lane]);
 }
 
 // regs += wire, and wire = the sums; returns the lanes' overflow bits.
-ATP_LANES std::uint32_t add_lanes(std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
+ATP_VECTOR_CLONES
+std::uint32_t add_lanes(std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
   std::uint32_t overflow = 0;
   for (std::size_t lane = 0; lane < n; ++lane) {
     regs[lane] = add_lane(regs[lane], proto::load_be32(wire + 4 * lane), overflow);
@@ -111,8 +111,8 @@ ATP_LANES std::uint32_t add_lanes(std::uint32_t* regs, std::uint8_t* wire, std::
 }
 
 // wire = regs + wire, the registers untouched; returns the lanes' overflow bits.
-ATP_LANES std::uint32_t add_lanes_into(const std::uint32_t* regs, std::uint8_t* wire,
-                                       std::size_t n) {
+ATP_VECTOR_CLONES
+std::uint32_t add_lanes_into(const std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
   std::uint32_t overflow = 0;
   for (std::size_t lane = 0; lane < n; ++lane)
     proto::store_be32(wire + 4 * lane,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 
@@ -59,15 +60,17 @@ std::uint32_t starting_window(const WorkerConfig& c) {
 // are needed next. Asking for them now overlaps the memory's latency with this fragment's
 // work: for tensors beyond the caches it doubles the worker's throughput (docs/performance.md).
 // Writes are prefetched too, since a store to a line not in cache stalls on reading it first.
-// A prefetch never faults, so running past the end of a tensor is harmless.
+// A prefetch never faults, so running past the end of a tensor is harmless (the address is
+// computed as an integer: a pointer past the end of the tensor would be undefined).
 constexpr std::size_t kPrefetchAhead = 8192;
 constexpr std::size_t kCacheLine = 64;
 
 void prefetch_ahead(const void* at, std::size_t bytes, bool for_write) {
-  const auto* ahead = static_cast<const char*>(at) + kPrefetchAhead;
+  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(at) + kPrefetchAhead;
   for (std::size_t b = 0; b < bytes; b += kCacheLine) {
-    if (for_write) __builtin_prefetch(ahead + b, 1, 0);
-    else __builtin_prefetch(ahead + b, 0, 0);
+    const auto* line = reinterpret_cast<const void*>(ahead + b);
+    if (for_write) __builtin_prefetch(line, 1, 0);
+    else __builtin_prefetch(line, 0, 0);
   }
 }
 
@@ -204,7 +207,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
       out.add(config_.uplink, proto::kHeaderBytes + proto::kValueBytes * f.count);
   std::uint8_t* values = packet.data() + proto::kHeaderBytes;
   const float* in = f.tensor->input + f.offset;
-  prefetch_ahead(in, proto::kValueBytes * f.count, false);
+  if (!resend) prefetch_ahead(in, proto::kValueBytes * f.count, false);  // the next to go
   // Values whose sum over the job's workers could leave int32 (or that are not finite) switch
   // this fragment to floats for good. The bound makes overflow a property of the inputs, never
   // of the order switches add them in, so every path gives the same result.
