@@ -74,8 +74,9 @@ void prefetch_ahead(const void* at, std::size_t bytes, bool for_write) {
   }
 }
 
-// What every fragment of this worker carries alike; transmit() adds the rest.
-proto::Header fixed_fragment_fields(const WorkerConfig& c) {
+// What every packet this worker sends carries alike (its fragments and its join requests);
+// each adds the rest.
+proto::Header own_fields(const WorkerConfig& c) {
   proto::Header h;
   h.next_level = proto::Level::rack;
   h.job = c.job;
@@ -95,7 +96,7 @@ Worker::Worker(WorkerConfig config)
       aggregator_window_(starting_window(config), config.window),
       rtt_(config.initial_rto, config.min_rto, config.max_rto),
       quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
-      fragment_header_(fixed_fragment_fields(config)),
+      fragment_header_(own_fields(config)),
       ring_(ring_or_default(config.window, config.ring)),
       aggregator_of_lane_(config.window) {
   for (std::uint32_t lane = 0; lane < aggregator_of_lane_.size(); ++lane)
@@ -132,17 +133,10 @@ std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<f
 
 // Asks PS 0 for this launch's run; resent on the retransmission timer until it answers.
 void Worker::send_join(Time now, Outbox& out) {
-  proto::Header h;
+  proto::Header h = own_fields(config_);
   h.kind = proto::Kind::join;
-  h.next_level = proto::Level::rack;
   h.ps_index = 0;
-  h.job = config_.job;
-  h.token = config_.token;
   h.seq = config_.join_nonce;
-  h.workers_bitmap = 1u << config_.rank_in_rack;
-  h.rack_fan_in = config_.rack_fan_in;
-  h.job_fan_in = config_.job_fan_in;
-  h.rack = config_.rack;
   proto::encode(h, out.add(config_.uplink, h.packet_bytes()));
   // Repeated at least every kJoinRepeatAtMost: PS 0 forgets joins not repeated for longer.
   const Duration longest = std::min(config_.max_rto, kJoinRepeatAtMost);
