@@ -118,13 +118,13 @@ void dequantize_from_wire(const std::uint8_t* in, std::size_t n, float scale, fl
   best_kernels().dequantize(in, n, scale, out);
 }
 
+void swap_words(const void* in, std::size_t n, void* out) { best_kernels().bswap32(in, n, out); }
+
 // Host float <-> big-endian float is the same 32-bit byte reversal in both directions.
-void floats_to_wire(const float* in, std::size_t n, std::uint8_t* out) {
-  best_kernels().bswap32(in, n, out);
-}
+void floats_to_wire(const float* in, std::size_t n, std::uint8_t* out) { swap_words(in, n, out); }
 
 void floats_from_wire(const std::uint8_t* in, std::size_t n, float* out) {
-  best_kernels().bswap32(in, n, out);
+  swap_words(in, n, out);
 }
 
 std::int32_t sum_safe_magnitude(int workers) {

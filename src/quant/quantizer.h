@@ -58,6 +58,10 @@ void dequantize_from_wire(Isa isa, const std::uint8_t* in, std::size_t n, float 
 void floats_to_wire(const float* in, std::size_t n, std::uint8_t* out);
 void floats_from_wire(const std::uint8_t* in, std::size_t n, float* out);
 
+// n 32-bit words between host order and big-endian, either way (the same byte reversal): a
+// software switch's registers to and from a packet's values.
+void swap_words(const void* in, std::size_t n, void* out);
+
 // True if adding `workers` values of magnitude up to `max_abs` could leave int32.
 bool sum_may_overflow(std::int64_t max_abs, int workers);
 

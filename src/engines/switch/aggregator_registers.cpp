@@ -3,6 +3,7 @@
 #include "engines/common.h"
 #include "engines/vector_clones.h"
 #include "proto/byte_order.h"
+#include "quant/quantizer.h"
 
 namespace atp::engines {
 
@@ -89,16 +90,6 @@ inline std::uint32_t add_lane(std::uint32_t reg, std::uint32_t value, std::uint3
 
 inline bool sign_bit(std::uint32_t bits) { return (bits >> 31) != 0; }
 
-ATP_VECTOR_CLONES
-void load_lanes(std::uint32_t* regs, const std::uint8_t* wire, std::size_t n) {
-  for (std::size_t lane = 0; lane < n; ++lane) regs[lane] = proto::load_be32(wire + 4 * lane);
-}
-
-ATP_VECTOR_CLONES
-void store_lanes(const std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
-  for (std::size_t lane = 0; lane < n; ++lane) proto::store_be32(wire + 4 * lane, regs[lane]);
-}
-
 // regs += wire, and wire = the sums; returns the lanes' overflow bits.
 ATP_VECTOR_CLONES
 std::uint32_t add_lanes(std::uint32_t* regs, std::uint8_t* wire, std::size_t n) {
@@ -128,9 +119,9 @@ bool AggregatorRegisters::values_pass(std::uint32_t pass, std::uint32_t i, Updat
   auto* regs = reinterpret_cast<std::uint32_t*>(lanes_of(pass, i));
   const std::size_t n = lanes.size() / 4;
   switch (u) {
-    case Update::start: load_lanes(regs, lanes.data(), n); return false;
+    case Update::start: quant::swap_words(lanes.data(), n, regs); return false;
     case Update::add: return sign_bit(add_lanes(regs, lanes.data(), n));
-    case Update::read: store_lanes(regs, lanes.data(), n); return false;
+    case Update::read: quant::swap_words(regs, n, lanes.data()); return false;
   }
   return false;
 }
