@@ -110,6 +110,46 @@ TEST_F(WorkerTest, WritesDequantizedResultsAndCompletes) {
   EXPECT_FALSE(w.next_timer().has_value());
 }
 
+// A receive call's results go in as one batch: each is taken as alone, the freed window is
+// filled once after them, and the round trip is sampled from the most recently sent result
+// only (the others waited in the receive queue for it).
+TEST_F(WorkerTest, ABatchOfResultsIsTakenAsOneAndSamplesTheNewestRoundTrip) {
+  std::vector<float> in(40, 0.5f), batched(40), alone(40);
+  Worker one_by_one(small_config());
+  Outbox out_alone;
+  w.submit(0, in, batched, out);
+  one_by_one.submit(0, in, alone, out_alone);
+  const auto first = sent();  // seqs 0-3: the initial window
+  out_alone.clear();
+  ASSERT_EQ(first.size(), 4u);
+
+  w.on_packet(10 * kMillisecond, result_for(first[0], 8 * 128), out);
+  one_by_one.on_packet(10 * kMillisecond, result_for(first[0], 8 * 128), out_alone);
+  const auto second = sent();  // seq 4 into the freed slot, and the window grew: seq 5
+  out_alone.clear();
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(w.smoothed_rtt(), 10 * kMillisecond);
+
+  std::vector<std::vector<std::uint8_t>> results;
+  for (std::size_t i = 1; i < 4; ++i) results.push_back(result_for(first[i], 8 * 128));
+  results.push_back(result_for(second[0], 8 * 128));
+  std::vector<Arrival> arrivals;
+  for (auto& r : results) arrivals.push_back({r, std::nullopt});
+  w.on_packets(12 * kMillisecond, arrivals, out);
+  for (auto& r : results) one_by_one.on_packet(12 * kMillisecond, r, out_alone);
+
+  // The newest result left at 10 ms: one 2 ms sample, srtt 10 -> (7 * 10 + 2) / 8 = 9 ms.
+  EXPECT_EQ(w.smoothed_rtt(), 9 * kMillisecond);
+  EXPECT_GT(one_by_one.smoothed_rtt(), 9 * kMillisecond);  // three 12 ms samples among them
+  EXPECT_EQ(w.stats().results, one_by_one.stats().results);
+  EXPECT_EQ(w.congestion_window(), one_by_one.congestion_window());
+  std::vector<std::uint32_t> batch_seqs, alone_seqs;
+  for (auto& f : sent()) batch_seqs.push_back(header_of(f).seq);
+  for (auto& d : out_alone.packets()) alone_seqs.push_back(header_of(d.bytes).seq);
+  EXPECT_EQ(batch_seqs, alone_seqs);
+  EXPECT_EQ(batched, alone);
+}
+
 TEST(WorkerRun, FragmentsNameTheRunAndOnlyThatRunsResultsCount) {
   WorkerConfig c;
   c.values_per_packet = 4;

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "control/cluster_config.h"
 #include "engines/worker/worker.h"
@@ -78,6 +79,7 @@ class Communicator {
   engines::Worker worker_;  // touched only by the I/O thread
   Outbox outbox_;
   runtime::ReceiveBatch received_{64, 65536};
+  std::vector<engines::Arrival> arrivals_;  // received_'s datagrams as the worker takes them
   runtime::SendBatch to_send_;
   std::map<std::uint32_t, std::promise<void>> pending_;
 

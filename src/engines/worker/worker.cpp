@@ -172,23 +172,28 @@ std::uint32_t Worker::allowed_in_flight() const {
   return std::min(cwnd_.allowed(), std::max(floor, aggregator_window_.allowed()));
 }
 
+// As many first transmissions as the windows and the ring allow, counted once: nothing in the
+// loop changes the windows.
 void Worker::send_new(Time now, Outbox& out) {
-  while (!failed() && run_ && next_seq_ != end_seq_ &&
-         seq_distance(next_seq_, base_) < static_cast<std::int32_t>(ring_.size()) &&
-         in_flight_ < allowed_in_flight()) {
-    while (next_seq_ - tensors_[send_cursor_].first_seq >= tensors_[send_cursor_].fragments)
-      ++send_cursor_;
-    Tensor& t = tensors_[send_cursor_];
+  if (failed() || !run_) return;
+  const std::uint32_t allowed = allowed_in_flight();
+  const auto ring_room = static_cast<std::uint32_t>(ring_.size()) - (next_seq_ - base_);
+  std::uint32_t budget = std::min({end_seq_ - next_seq_, ring_room,
+                                   allowed > in_flight_ ? allowed - in_flight_ : 0u});
+  if (budget == 0) return;
+  if (in_flight_ == 0) last_progress_ = now;
+  Tensor* t = &tensors_[send_cursor_];
+  for (; budget > 0; --budget) {
+    while (next_seq_ - t->first_seq >= t->fragments) t = &tensors_[++send_cursor_];
     Fragment& f = slot(next_seq_);
     f = Fragment{};
     f.active = true;
     f.seq = next_seq_;
-    f.tensor = &t;
-    f.offset = std::size_t{next_seq_ - t.first_seq} * config_.values_per_packet;
+    f.tensor = t;
+    f.offset = std::size_t{next_seq_ - t->first_seq} * config_.values_per_packet;
     f.count = static_cast<std::uint16_t>(
-        std::min<std::size_t>(config_.values_per_packet, t.size - f.offset));
+        std::min<std::size_t>(config_.values_per_packet, t->size - f.offset));
     f.first_sent = now;
-    if (in_flight_ == 0) last_progress_ = now;
     transmit(now, f, false, out);
     ++stats_.fragments_sent;
     ++in_flight_;
@@ -223,15 +228,22 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
 }
 
-void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
-                       std::optional<NodeId> from) {
+void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out) {
+  BatchResults batch;
+  for (const Arrival& arrival : arrivals) take(now, arrival, out, batch);
+  if (batch.any) after_results(now, batch, out);
+}
+
+// One datagram: a result is checked, written into the output tensor and acknowledged in the
+// ring; anything else is answered or counted.
+void Worker::take(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch) {
   proto::Header h;
-  if (proto::decode(packet, h) != proto::DecodeError::ok || !h.is_downward() ||
+  if (proto::decode(arrival.packet, h) != proto::DecodeError::ok || !h.is_downward() ||
       h.job != config_.job) {
     ++stats_.malformed;
     return;
   }
-  if (h.token != config_.token || (from && *from != config_.uplink)) {
+  if (h.token != config_.token || (arrival.from && *arrival.from != config_.uplink)) {
     ++stats_.forged;
     return;
   }
@@ -263,7 +275,7 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
     return;
   }
 
-  const std::uint8_t* values = packet.data() + proto::kHeaderBytes;
+  const std::uint8_t* values = arrival.packet.data() + proto::kHeaderBytes;
   float* dst = f.tensor->output + f.offset;
   prefetch_ahead(dst, proto::kValueBytes * f.count, true);
   if (h.has(flag::kFloatPayload))
@@ -276,7 +288,9 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
   last_progress_ = now;
   ++stats_.results;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
-  if (!f.rtt_ambiguous) rtt_.sample(now - f.first_sent);
+  batch.any = true;
+  if (!f.rtt_ambiguous && (!batch.newest_sent || f.first_sent > *batch.newest_sent))
+    batch.newest_sent = f.first_sent;
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   update_windows(h);
   if (h.has(flag::kRemap)) {
@@ -285,6 +299,11 @@ void Worker::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& o
   }
   detect_gaps(now, f, out);
   advance_base();
+}
+
+void Worker::after_results(Time now, const BatchResults& batch, Outbox& out) {
+  if (batch.newest_sent) rtt_.sample(now - *batch.newest_sent);
+  retire_finished_tensors();
   send_new(now, out);
   arm_probe(now);
 }
@@ -328,6 +347,9 @@ void Worker::advance_base() {
     ++base_;
   }
   if (base_ == next_seq_) earliest_timer_.reset();  // nothing in flight, nothing to time
+}
+
+void Worker::retire_finished_tensors() {
   while (!tensors_.empty() && tensors_.front().finished == tensors_.front().fragments) {
     tensors_.pop_front();
     if (send_cursor_ > 0) --send_cursor_;

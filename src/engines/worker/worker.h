@@ -105,6 +105,13 @@ inline std::uint64_t retransmissions(const WorkerStats& s) {
   return s.timeouts + s.fast_resends + s.probes;
 }
 
+// A datagram as it reached the worker. `from`: the sending node (kUnknownNode for a stranger;
+// nullopt: the caller vouches).
+struct Arrival {
+  std::span<const std::uint8_t> packet;
+  std::optional<NodeId> from;
+};
+
 class Worker {
  public:
   explicit Worker(WorkerConfig config);
@@ -114,9 +121,16 @@ class Worker {
   std::uint32_t submit(Time now, std::span<const float> input, std::span<float> output,
                        Outbox& out);
 
-  // `from`: the sending node (kUnknownNode for a stranger; nullopt: the caller vouches).
+  // Datagrams that arrived together (one receive call's batch). Each result is taken in turn;
+  // what follows results (the round-trip sample, sending into the freed window, the tail-loss
+  // probe) runs once for the batch, as one QUIC ACK frame answers many packets.
+  void on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out);
+  // A batch of one.
   void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
-                 std::optional<NodeId> from = std::nullopt);
+                 std::optional<NodeId> from = std::nullopt) {
+    const Arrival arrival{packet, from};
+    on_packets(now, {&arrival, 1}, out);
+  }
   void on_timer(Time now, Outbox& out);
   // When on_timer() is due. It may be early (on_timer() then does nothing), never late.
   std::optional<Time> next_timer() const;
@@ -161,14 +175,26 @@ class Worker {
     Time first_sent = 0, last_sent = 0, rto_deadline = 0;
   };
 
+  // What one batch's results leave for after it. The round-trip sample comes from the most
+  // recently sent fragment answered (sent once, by Karn): the batch's other results waited in
+  // the receive queue for it, which is not round trip (RFC 9002 §5.1 samples the largest
+  // acknowledged packet likewise).
+  struct BatchResults {
+    bool any = false;
+    std::optional<Time> newest_sent;
+  };
+
   void send_join(Time now, Outbox& out);
   void on_joined(Time now, const proto::Header& h, Outbox& out);
   void send_new(Time now, Outbox& out);
+  void take(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch);
+  void after_results(Time now, const BatchResults& batch, Outbox& out);
   void update_windows(const proto::Header& result);
   std::uint32_t allowed_in_flight() const;
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
   void detect_gaps(Time now, const Fragment& acked, Outbox& out);
   void advance_base();
+  void retire_finished_tensors();
   Duration probe_timeout() const;
   void arm_probe(Time now);
   void send_probe(Time now, Outbox& out);
