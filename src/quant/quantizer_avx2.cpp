@@ -71,6 +71,7 @@ ATP_AVX2 bool quantize_avx2(const float* in, std::size_t n, float scale,
   const __m256i limit = _mm256_set1_epi32(max_magnitude);
   const __m256i within = _mm256_cmpeq_epi32(_mm256_max_epu32(largest, limit), limit);
   const bool body_ok = _mm256_movemask_epi8(within) == -1;
+  if (i == n) return body_ok;  // K a multiple of 8, as it usually is: no call for no tail
   const bool tail_ok = quantize_scalar(in + i, n - i, scale, max_magnitude, out + 4 * i);
   return body_ok && tail_ok;
 }
@@ -87,7 +88,7 @@ ATP_AVX2 void dequantize_avx2(const std::uint8_t* in, std::size_t n, float scale
     dequantize8(in + 4 * i, inverse, control, out + i);
     i += 8;
   }
-  dequantize_scalar(in + 4 * i, n - i, scale, out + i);
+  if (i < n) dequantize_scalar(in + 4 * i, n - i, scale, out + i);
 }
 
 ATP_AVX2 void bswap32_avx2(const void* in, std::size_t n, void* out) {
