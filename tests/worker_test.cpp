@@ -110,9 +110,9 @@ TEST_F(WorkerTest, WritesDequantizedResultsAndCompletes) {
   EXPECT_FALSE(w.next_timer().has_value());
 }
 
-// A receive call's results go in as one batch: each is taken as alone, the freed window is
-// filled once after them, and the round trip is sampled from the most recently sent result
-// only (the others waited in the receive queue for it).
+// A receive call's results go in as one batch: each is taken, and the window it frees filled,
+// as alone, but the round trip is sampled once, from the most recently sent result (the
+// others waited in the receive queue for it).
 TEST_F(WorkerTest, ABatchOfResultsIsTakenAsOneAndSamplesTheNewestRoundTrip) {
   std::vector<float> in(40, 0.5f), batched(40), alone(40);
   Worker one_by_one(small_config());

@@ -121,9 +121,10 @@ class Worker {
   std::uint32_t submit(Time now, std::span<const float> input, std::span<float> output,
                        Outbox& out);
 
-  // Datagrams that arrived together (one receive call's batch). Each result is taken in turn;
-  // what follows results (the round-trip sample, sending into the freed window, the tail-loss
-  // probe) runs once for the batch, as one QUIC ACK frame answers many packets.
+  // Datagrams that arrived together (one receive call's batch). Each result is taken in turn,
+  // and new fragments go out into the window it freed; the round-trip sample, retiring
+  // finished tensors and the tail-loss probe's timer run once for the batch, as one QUIC ACK
+  // frame answers many packets.
   void on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out);
   // A batch of one.
   void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
@@ -188,7 +189,7 @@ class Worker {
   void on_joined(Time now, const proto::Header& h, Outbox& out);
   void send_new(Time now, Outbox& out);
   void take(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch);
-  void after_results(Time now, const BatchResults& batch, Outbox& out);
+  void after_results(Time now, const BatchResults& batch);
   void update_windows(const proto::Header& result);
   std::uint32_t allowed_in_flight() const;
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
