@@ -2,6 +2,7 @@
 #include "quant/quantizer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -85,9 +86,20 @@ const Kernels& kernels(Isa isa) {
   return kScalar;
 }
 
-const Kernels& best_kernels() {
-  static const Kernels& best = kernels(best_isa());
+// The best kernels, once known. An atomic pointer rather than a function-local static: the
+// static's guard kept its slow path (and six register saves) in every fragment-sized call;
+// a relaxed load is a plain one, and resolving twice in a race gives the same table.
+std::atomic<const Kernels*> resolved_best{nullptr};
+
+[[gnu::cold, gnu::noinline]] const Kernels& resolve_best_kernels() {
+  const Kernels& best = kernels(best_isa());
+  resolved_best.store(&best, std::memory_order_relaxed);
   return best;
+}
+
+inline const Kernels& best_kernels() {
+  const Kernels* best = resolved_best.load(std::memory_order_relaxed);
+  return best ? *best : resolve_best_kernels();
 }
 
 }  // namespace
