@@ -182,7 +182,7 @@ void Worker::send_new(Time now, Outbox& out) {
                                    allowed > in_flight_ ? allowed - in_flight_ : 0u});
   if (budget == 0) return;
   if (in_flight_ == 0) last_progress_ = now;
-  Tensor* t = &tensors_[send_cursor_];
+  Tensor* t = sending_ ? sending_ : &tensors_[send_cursor_];
   for (; budget > 0; --budget) {
     while (next_seq_ - t->first_seq >= t->fragments) t = &tensors_[++send_cursor_];
     Fragment& f = slot(next_seq_);
@@ -199,6 +199,7 @@ void Worker::send_new(Time now, Outbox& out) {
     ++in_flight_;
     ++next_seq_;
   }
+  sending_ = t;
 }
 
 void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
@@ -356,6 +357,7 @@ void Worker::advance_base() {
 
 void Worker::retire_finished_tensors() {
   while (!tensors_.empty() && tensors_.front().finished == tensors_.front().fragments) {
+    if (&tensors_.front() == sending_) sending_ = nullptr;
     tensors_.pop_front();
     if (send_cursor_ > 0) --send_cursor_;
   }

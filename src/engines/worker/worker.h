@@ -227,6 +227,10 @@ class Worker {
   std::vector<std::uint32_t> aggregator_of_lane_;  // window lanes: each one's aggregator index
   std::deque<Tensor> tensors_;  // submitted and not fully finished, oldest first
   std::size_t send_cursor_ = 0; // index in tensors_ of the tensor holding next_seq_
+  // tensors_[send_cursor_], kept: indexing a deque divides, and send_new runs per result.
+  // nullptr when that tensor was retired (references into a deque outlive pushes and pops of
+  // other elements).
+  Tensor* sending_ = nullptr;
   std::uint32_t next_tensor_id_ = 0;
   std::uint32_t base_ = 0;      // oldest fragment without a result
   std::uint32_t next_seq_ = 0;  // next fragment to send for the first time
