@@ -22,6 +22,7 @@ void CongestionWindow::on_result(bool ecn, std::uint32_t seq, std::uint32_t next
     decrease(next_seq);
     return;
   }
+  if (window_ >= maximum_) return;  // at the ceiling, as an uncongested job stays: no division
   const double growth = window_ < ssthresh_ ? 1.0 : 1.0 / window_;
   window_ = std::min(maximum_, window_ + growth);
 }
