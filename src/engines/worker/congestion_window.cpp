@@ -15,14 +15,8 @@ void CongestionWindow::leave_recovery_after(std::uint32_t seq) {
   if (in_recovery_ && seq_distance(seq, recovery_seq_) >= 0) in_recovery_ = false;
 }
 
-void CongestionWindow::on_result(bool ecn, std::uint32_t seq, std::uint32_t next_seq) {
-  if (!enabled_) return;
-  leave_recovery_after(seq);
-  if (ecn) {
-    decrease(next_seq);
-    return;
-  }
-  if (window_ >= maximum_) return;  // at the ceiling, as an uncongested job stays: no division
+// Slow start adds one per result up to ssthresh, then one per window of results.
+void CongestionWindow::grow() {
   const double growth = window_ < ssthresh_ ? 1.0 : 1.0 / window_;
   window_ = std::min(maximum_, window_ + growth);
 }

@@ -13,8 +13,17 @@ class CongestionWindow {
   // `enabled` false: the window stays at `maximum` (a baseline without congestion control).
   CongestionWindow(double initial, double maximum, bool enabled = true);
 
-  // A result arrived for `seq`; `next_seq` is the next fragment not yet sent.
-  void on_result(bool ecn, std::uint32_t seq, std::uint32_t next_seq);
+  // A result arrived for `seq`; `next_seq` is the next fragment not yet sent. Inline: it runs
+  // for every result, and at the ceiling, unmarked and out of recovery it does nothing.
+  void on_result(bool ecn, std::uint32_t seq, std::uint32_t next_seq) {
+    if (!enabled_) return;
+    if (in_recovery_) leave_recovery_after(seq);
+    if (ecn) {
+      decrease(next_seq);
+      return;
+    }
+    if (window_ < maximum_) grow();
+  }
   void on_loss(std::uint32_t seq, std::uint32_t next_seq);
 
   // Fragments that may be in flight now (at least 1).
@@ -25,6 +34,7 @@ class CongestionWindow {
 
  private:
   void leave_recovery_after(std::uint32_t seq);
+  void grow();
   void decrease(std::uint32_t next_seq);
 
   double window_, maximum_, ssthresh_;

@@ -166,11 +166,6 @@ void Worker::update_windows(const proto::Header& result) {
   aggregator_window_.cap(cwnd_.value());
 }
 
-std::uint32_t Worker::allowed_in_flight() const {
-  if (!config_.aggregator_window) return cwnd_.allowed();
-  const auto floor = static_cast<std::uint32_t>(kAggregatorWindowFloor * cwnd_.allowed());
-  return std::min(cwnd_.allowed(), std::max(floor, aggregator_window_.allowed()));
-}
 
 // As many first transmissions as the windows and the ring allow, counted once: nothing in the
 // loop changes the windows.

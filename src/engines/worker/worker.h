@@ -6,6 +6,7 @@
 // next_timer() says when on_timer() is due. Fragments are read from the caller's input buffer
 // (again for every resend) and results written straight into its output buffer: both must
 // stay alive, and the input unchanged, until the allreduce completes.
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -191,7 +192,11 @@ class Worker {
   void take(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch);
   void after_results(Time now, const BatchResults& batch);
   void update_windows(const proto::Header& result);
-  std::uint32_t allowed_in_flight() const;
+  std::uint32_t allowed_in_flight() const {  // inline: asked after every result
+    if (!config_.aggregator_window) return cwnd_.allowed();
+    const auto floor = static_cast<std::uint32_t>(kAggregatorWindowFloor * cwnd_.allowed());
+    return std::min(cwnd_.allowed(), std::max(floor, aggregator_window_.allowed()));
+  }
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
   void detect_gaps(Time now, const Fragment& acked, Outbox& out);
   void advance_base();
