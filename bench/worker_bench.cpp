@@ -26,10 +26,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 // Sends every fragment of `input` and answers each with a result, until the allreduce is done.
-// The loop plays a network that hands the worker its received datagram in place, as recvmmsg
+// The loop plays a network that hands the worker its received datagrams in place, as recvmmsg
 // does: each outgoing buffer is turned into its own result (the switch's sum of one worker is
-// its own values) and delivered, kReceiveBatch at a time, while the worker's new sends fill the other outbox. The
-// outboxes outlive the round, as a runtime's do: their buffers are allocated once.
+// its own values) and delivered, kReceiveBatch at a time, while the worker's new sends fill
+// the other outbox. The outboxes outlive the round, as a runtime's do: their buffers are
+// allocated once.
 double run_worker(std::vector<float>& input, std::vector<float>& output, std::uint16_t k,
                   Outbox (&outboxes)[2]) {
   engines::WorkerConfig c;

@@ -679,6 +679,46 @@ TEST_F(WorkerTest, SeveralTensorsShareOneSequenceSpace) {
   EXPECT_EQ(rb[5], 1.0f);
 }
 
+// Finished tensors leave after the batch; the worker must keep sending from the next one
+// meanwhile, and find its way to a tensor submitted after all of them left.
+TEST_F(WorkerTest, ABatchFinishingATensorKeepsSendingFromTheNext) {
+  std::vector<float> a(8, 1.0f), b(12, 1.0f), c(4, 1.0f), ra(8), rb(12), rc(4);
+  const auto ta = w.submit(0, a, ra, out);  // seqs 0-1
+  const auto tb = w.submit(0, b, rb, out);  // seqs 2-4
+  auto first = sent();
+  ASSERT_EQ(first.size(), 4u);  // the initial window: seqs 0-3
+
+  auto deliver = [&](const std::vector<std::vector<std::uint8_t>>& fragments) {
+    std::vector<std::vector<std::uint8_t>> results;
+    for (auto& f : fragments) results.push_back(result_for(f, 8 * 256));
+    std::vector<Arrival> arrivals;
+    for (auto& r : results) arrivals.push_back({r, std::nullopt});
+    w.on_packets(1 * kMillisecond, arrivals, out);
+  };
+  deliver({first[0], first[1], first[2]});  // finishes a
+  EXPECT_EQ(w.take_completed(), std::vector<std::uint32_t>{ta});
+  EXPECT_EQ(w.status(ta), AllreduceStatus::done);
+  EXPECT_EQ(w.status(tb), AllreduceStatus::pending);
+  auto second = sent();
+  ASSERT_EQ(second.size(), 1u);  // b's last fragment, all that is left
+  EXPECT_EQ(header_of(second[0]).seq, 4u);
+  EXPECT_EQ(header_of(second[0]).tensor, tb);
+
+  deliver({first[3], second[0]});  // finishes b: no tensor left
+  EXPECT_EQ(w.take_completed(), std::vector<std::uint32_t>{tb});
+  EXPECT_TRUE(w.idle());
+
+  const auto tc = w.submit(2 * kMillisecond, c, rc, out);
+  auto third = sent();
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(header_of(third[0]).seq, 5u);
+  EXPECT_EQ(header_of(third[0]).tensor, tc);
+  deliver(third);
+  EXPECT_EQ(w.take_completed(), std::vector<std::uint32_t>{tc});
+  for (const auto* r : {&ra, &rb, &rc})
+    for (float v : *r) EXPECT_EQ(v, 8.0f);
+}
+
 TEST(WorkerConfigTest, RejectsImpossibleConfigurations) {
   auto with = [](auto change) {
     WorkerConfig c = small_config();

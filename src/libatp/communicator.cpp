@@ -94,6 +94,7 @@ void Communicator::on_wake() {
 
 void Communicator::on_readable() {
   while (socket_.receive(received_) > 0) {
+    const Time now = runtime::monotonic_now();
     arrivals_.clear();
     for (std::size_t i = 0; i < received_.size(); ++i) {
       // A result marked CE on its way down counts as congestion like a marked sum.
@@ -101,7 +102,7 @@ void Communicator::on_readable() {
       arrivals_.push_back({received_.packet(i),
                            book_.find(received_.from(i)).value_or(kUnknownNode)});
     }
-    worker_.on_packets(runtime::monotonic_now(), arrivals_, outbox_);
+    worker_.on_packets(now, arrivals_, outbox_);
     after_engine();
   }
 }

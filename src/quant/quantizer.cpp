@@ -97,7 +97,7 @@ std::atomic<const Kernels*> resolved_best{nullptr};
   return best;
 }
 
-inline const Kernels& best_kernels() {
+const Kernels& best_kernels() {
   const Kernels* best = resolved_best.load(std::memory_order_relaxed);
   return best ? *best : resolve_best_kernels();
 }

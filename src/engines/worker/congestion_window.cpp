@@ -2,17 +2,11 @@
 
 #include <algorithm>
 
-#include "engines/common.h"
-
 namespace atp::engines {
 
 CongestionWindow::CongestionWindow(double initial, double maximum, bool enabled)
     : maximum_(std::max(1.0, maximum)), ssthresh_(maximum_), enabled_(enabled) {
   window_ = enabled ? std::clamp(initial, 1.0, maximum_) : maximum_;
-}
-
-void CongestionWindow::leave_recovery_after(std::uint32_t seq) {
-  if (in_recovery_ && seq_distance(seq, recovery_seq_) >= 0) in_recovery_ = false;
 }
 
 // Slow start adds one per result up to ssthresh, then one per window of results.

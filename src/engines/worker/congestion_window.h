@@ -6,6 +6,8 @@
 // not congestion (docs/engines.md §3.6 gives the measurement).
 #include <cstdint>
 
+#include "engines/common.h"
+
 namespace atp::engines {
 
 class CongestionWindow {
@@ -17,7 +19,7 @@ class CongestionWindow {
   // for every result, and at the ceiling, unmarked and out of recovery it does nothing.
   void on_result(bool ecn, std::uint32_t seq, std::uint32_t next_seq) {
     if (!enabled_) return;
-    if (in_recovery_) leave_recovery_after(seq);
+    leave_recovery_after(seq);
     if (ecn) {
       decrease(next_seq);
       return;
@@ -33,7 +35,9 @@ class CongestionWindow {
   std::uint64_t decreases() const { return decreases_; }
 
  private:
-  void leave_recovery_after(std::uint32_t seq);
+  void leave_recovery_after(std::uint32_t seq) {
+    if (in_recovery_ && seq_distance(seq, recovery_seq_) >= 0) in_recovery_ = false;
+  }
   void grow();
   void decrease(std::uint32_t next_seq);
 

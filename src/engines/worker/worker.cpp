@@ -166,7 +166,6 @@ void Worker::update_windows(const proto::Header& result) {
   aggregator_window_.cap(cwnd_.value());
 }
 
-
 // As many first transmissions as the windows and the ring allow, counted once: nothing in the
 // loop changes the windows.
 void Worker::send_new(Time now, Outbox& out) {
@@ -226,13 +225,13 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
 
 void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out) {
   BatchResults batch;
-  for (const Arrival& arrival : arrivals) take(now, arrival, out, batch);
-  if (batch.any) after_results(now, batch);
+  for (const Arrival& arrival : arrivals) on_datagram(now, arrival, out, batch);
+  if (batch.any_result) finish_batch(now, batch);
 }
 
-// One datagram: a result is checked, written into the output tensor and acknowledged in the
-// ring; anything else is answered or counted.
-void Worker::take(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch) {
+// One datagram: checked, then a result is taken; a handshake answer or a float request is
+// acted on at once, anything else counted.
+void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch) {
   proto::Header h;
   if (proto::decode(arrival.packet, h) != proto::DecodeError::ok || !h.is_downward() ||
       h.job != config_.job) {
@@ -270,8 +269,13 @@ void Worker::take(Time now, const Arrival& arrival, Outbox& out, BatchResults& b
     ++stats_.malformed;
     return;
   }
+  on_result(now, h, arrival.packet.data() + proto::kHeaderBytes, f, out, batch);
+}
 
-  const std::uint8_t* values = arrival.packet.data() + proto::kHeaderBytes;
+// A checked result for fragment `f`: its values written into the output tensor, the fragment
+// acknowledged, and the window it frees filled.
+void Worker::on_result(Time now, const proto::Header& h, const std::uint8_t* values,
+                       Fragment& f, Outbox& out, BatchResults& batch) {
   float* dst = f.tensor->output + f.offset;
   prefetch_ahead(dst, proto::kValueBytes * f.count, true);
   if (h.has(flag::kFloatPayload))
@@ -284,7 +288,7 @@ void Worker::take(Time now, const Arrival& arrival, Outbox& out, BatchResults& b
   last_progress_ = now;
   ++stats_.results;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
-  batch.any = true;
+  batch.any_result = true;
   if (!f.rtt_ambiguous && (!batch.newest_sent || f.first_sent > *batch.newest_sent))
     batch.newest_sent = f.first_sent;
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
@@ -293,9 +297,7 @@ void Worker::take(Time now, const Arrival& arrival, Outbox& out, BatchResults& b
     aggregator_of(h.seq) = h.remap_index;
     ++stats_.remaps;
   }
-  // The common case, an in-order answer to a fragment sent once, has nothing before it to
-  // reveal: no call.
-  if (f.rtt_ambiguous || f.seq != base_) detect_gaps(now, f, out);
+  detect_gaps(now, f, out);
   advance_base();
   // Into the slot this result freed, now rather than after the batch: the fragment's input
   // lines and packet buffers are then still in cache (one send_new per batch measured 10-15 %
@@ -303,7 +305,7 @@ void Worker::take(Time now, const Arrival& arrival, Outbox& out, BatchResults& b
   send_new(now, out);
 }
 
-void Worker::after_results(Time now, const BatchResults& batch) {
+void Worker::finish_batch(Time now, const BatchResults& batch) {
   if (batch.newest_sent) rtt_.sample(now - *batch.newest_sent);
   retire_finished_tensors();
   arm_probe(now);
@@ -319,11 +321,11 @@ void Worker::after_results(Time now, const BatchResults& batch) {
 // Only fragments of the same PS shard count: each shard's results take their own path and
 // queue, so one shard's answers overtaking another's say nothing about loss (as each subflow
 // of a multipath transport keeps its own sequence space).
-void Worker::detect_gaps(Time now, const Fragment& acked, Outbox& out) {
-  // A later fragment left no earlier than `acked` unless `acked` was sent more than once, so only then can
-  // one qualify; otherwise the scan stops at `acked` and in-order results scan nothing.
+void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
+  // A later fragment left no earlier than `acked` unless `acked` was sent more than once, so
+  // only then can one qualify; otherwise the scan stops at `acked`.
   const std::uint32_t end = acked.rtt_ambiguous ? next_seq_ : acked.seq;
-  if (config_.reorder_threshold == 0 || end == base_) return;
+  if (config_.reorder_threshold == 0) return;
   const auto threshold =
       static_cast<std::int32_t>(config_.reorder_threshold * config_.parameter_servers);
   const Duration reorder_window =
@@ -366,9 +368,10 @@ Duration Worker::probe_timeout() const {
 // A loss among the last fragments sent has no later result to reveal it, so only the timer
 // would, at its floor many round trips away. Two round trips after the last result, the newest
 // unanswered fragment is resent (RACK-TLP, RFC 8985): its answer reveals, by the time rule,
-// every older fragment still missing. Re-armed by every result, so a flowing window is never
-// probed; one probe per silence, then the timers. Armed by results only, not by a submit: at
-// an iteration's start the job's other workers may still be computing, which is not loss.
+// every older fragment still missing. Re-armed by every batch of results, so a flowing window
+// is never probed; one probe per silence, then the timers. Armed by results only, not by a
+// submit: at an iteration's start the job's other workers may still be computing, which is not
+// loss.
 void Worker::arm_probe(Time now) {
   probe_due_.reset();
   if (in_flight_ > 0 && rtt_.has_sample()) probe_due_ = now + probe_timeout();

@@ -2,7 +2,7 @@
 // The worker engine: cuts float tensors into fragments, quantizes them, paces them with an
 // ECN-driven congestion window, recovers losses, and reassembles the summed results.
 //
-// Sans-IO: submit() and on_packet()/on_timer() queue datagrams into the caller's Outbox;
+// Sans-IO: submit() and on_packets()/on_timer() queue datagrams into the caller's Outbox;
 // next_timer() says when on_timer() is due. Fragments are read from the caller's input buffer
 // (again for every resend) and results written straight into its output buffer: both must
 // stay alive, and the input unchanged, until the allreduce completes.
@@ -182,15 +182,17 @@ class Worker {
   // the receive queue for it, which is not round trip (RFC 9002 §5.1 samples the largest
   // acknowledged packet likewise).
   struct BatchResults {
-    bool any = false;
+    bool any_result = false;
     std::optional<Time> newest_sent;
   };
 
   void send_join(Time now, Outbox& out);
   void on_joined(Time now, const proto::Header& h, Outbox& out);
   void send_new(Time now, Outbox& out);
-  void take(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch);
-  void after_results(Time now, const BatchResults& batch);
+  void on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch);
+  void on_result(Time now, const proto::Header& h, const std::uint8_t* values, Fragment& f,
+                 Outbox& out, BatchResults& batch);
+  void finish_batch(Time now, const BatchResults& batch);
   void update_windows(const proto::Header& result);
   std::uint32_t allowed_in_flight() const {  // inline: asked after every result
     if (!config_.aggregator_window) return cwnd_.allowed();
@@ -198,7 +200,12 @@ class Worker {
     return std::min(cwnd_.allowed(), std::max(floor, aggregator_window_.allowed()));
   }
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
-  void detect_gaps(Time now, const Fragment& acked, Outbox& out);
+  // Inline: the common case, an in-order answer to a fragment sent once, has nothing before
+  // it to reveal, and costs no call.
+  void detect_gaps(Time now, const Fragment& acked, Outbox& out) {
+    if (acked.rtt_ambiguous || acked.seq != base_) scan_for_gaps(now, acked, out);
+  }
+  void scan_for_gaps(Time now, const Fragment& acked, Outbox& out);
   void advance_base();
   void retire_finished_tensors();
   Duration probe_timeout() const;
@@ -232,9 +239,9 @@ class Worker {
   std::vector<std::uint32_t> aggregator_of_lane_;  // window lanes: each one's aggregator index
   std::deque<Tensor> tensors_;  // submitted and not fully finished, oldest first
   std::size_t send_cursor_ = 0; // index in tensors_ of the tensor holding next_seq_
-  // tensors_[send_cursor_], kept: indexing a deque divides, and send_new runs per result.
-  // nullptr when that tensor was retired (references into a deque outlive pushes and pops of
-  // other elements).
+  // Either nullptr or &tensors_[send_cursor_], kept because indexing a deque divides and
+  // send_new runs per result. References into a deque outlive pushes and pops of other
+  // elements; retiring the tensor it points to (send_cursor_ 0) resets it.
   Tensor* sending_ = nullptr;
   std::uint32_t next_tensor_id_ = 0;
   std::uint32_t base_ = 0;      // oldest fragment without a result
