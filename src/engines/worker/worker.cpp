@@ -229,41 +229,6 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   if (batch.any_result) finish_batch(now, batch);
 }
 
-// A checked result for fragment `f`: its values written into the output tensor, the fragment
-// acknowledged, and the window it frees filled. Inlined into on_datagram, its one caller: as a
-// call it cost 3 % of the worker's instructions per K = 64 fragment.
-[[gnu::always_inline]] inline void Worker::on_result(Time now, const proto::Header& h,
-                                                    const std::uint8_t* values, Fragment& f,
-                                                    Outbox& out, BatchResults& batch) {
-  float* dst = f.tensor->output + f.offset;
-  prefetch_ahead(dst, proto::kValueBytes * f.count, true);
-  if (h.has(flag::kFloatPayload))
-    quant::floats_from_wire(values, f.count, dst);
-  else
-    quant::dequantize_from_wire(values, f.count, config_.scale, dst);
-
-  f.acked = true;
-  --in_flight_;
-  last_progress_ = now;
-  ++stats_.results;
-  if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
-  batch.any_result = true;
-  if (!f.rtt_ambiguous && (!batch.newest_sent || f.first_sent > *batch.newest_sent))
-    batch.newest_sent = f.first_sent;
-  if (h.has(flag::kEcn)) ++stats_.ecn_marks;
-  update_windows(h);
-  if (h.has(flag::kRemap)) {
-    aggregator_of(h.seq) = h.remap_index;
-    ++stats_.remaps;
-  }
-  detect_gaps(now, f, out);
-  advance_base();
-  // Into the slot this result freed, now rather than after the batch: the fragment's input
-  // lines and packet buffers are then still in cache (one send_new per batch measured 10-15 %
-  // slower for tensors beyond the caches, docs/performance.md).
-  send_new(now, out);
-}
-
 // One datagram: checked, then a result is taken; a handshake answer or a float request is
 // acted on at once, anything else counted.
 void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch) {
@@ -305,6 +270,39 @@ void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchRes
     return;
   }
   on_result(now, h, arrival.packet.data() + proto::kHeaderBytes, f, out, batch);
+}
+
+// A checked result for fragment `f`: its values written into the output tensor, the fragment
+// acknowledged, and the window it frees filled.
+void Worker::on_result(Time now, const proto::Header& h, const std::uint8_t* values,
+                       Fragment& f, Outbox& out, BatchResults& batch) {
+  float* dst = f.tensor->output + f.offset;
+  prefetch_ahead(dst, proto::kValueBytes * f.count, true);
+  if (h.has(flag::kFloatPayload))
+    quant::floats_from_wire(values, f.count, dst);
+  else
+    quant::dequantize_from_wire(values, f.count, config_.scale, dst);
+
+  f.acked = true;
+  --in_flight_;
+  last_progress_ = now;
+  ++stats_.results;
+  if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
+  batch.any_result = true;
+  if (!f.rtt_ambiguous && (!batch.newest_sent || f.first_sent > *batch.newest_sent))
+    batch.newest_sent = f.first_sent;
+  if (h.has(flag::kEcn)) ++stats_.ecn_marks;
+  update_windows(h);
+  if (h.has(flag::kRemap)) {
+    aggregator_of(h.seq) = h.remap_index;
+    ++stats_.remaps;
+  }
+  detect_gaps(now, f, out);
+  advance_base();
+  // Into the slot this result freed, now rather than after the batch: the fragment's input
+  // lines and packet buffers are then still in cache (one send_new per batch measured 10-15 %
+  // slower for tensors beyond the caches, docs/performance.md).
+  send_new(now, out);
 }
 
 void Worker::finish_batch(Time now, const BatchResults& batch) {
