@@ -49,9 +49,7 @@ void PsDaemon::on_readable() {
       ps_.on_packet(now, received_.packet(i), outbox_,
                     book_.find(received_.from(i)).value_or(kUnknownNode));
     }
-    for (auto& d : outbox_.packets()) to_send_.add_borrowed(book_.endpoint(d.to), d.bytes);
-    socket_.send(to_send_);
-    outbox_.clear();
+    socket_.send(outbox_, book_, to_send_);
   }
 }
 

@@ -113,9 +113,7 @@ void Communicator::on_timer() {
 }
 
 void Communicator::after_engine() {
-  for (auto& d : outbox_.packets()) to_send_.add_borrowed(book_.endpoint(d.to), d.bytes);
-  socket_.send(to_send_);
-  outbox_.clear();
+  socket_.send(outbox_, book_, to_send_);
   for (std::uint32_t id : worker_.take_completed()) {
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;

@@ -251,6 +251,12 @@ void UdpSocket::send(SendBatch& batch) {
   batch.clear();
 }
 
+void UdpSocket::send(Outbox& outbox, const AddressBook& book, SendBatch& batch) {
+  for (auto& d : outbox.packets()) batch.add_borrowed(book.endpoint(d.to), d.bytes);
+  send(batch);
+  outbox.clear();
+}
+
 // One sendmmsg of the planned messages; returns the datagrams it disposed of (sent, or lost
 // to an error), 0 when it must be retried.
 std::size_t UdpSocket::send_messages(std::size_t messages) {

@@ -116,6 +116,10 @@ class UdpSocket {
   std::size_t receive(ReceiveBatch& batch);
   // Sends everything in `batch` (waiting for buffer space if the kernel is full), then clears it.
   void send(SendBatch& batch);
+  // Sends an engine's outbox to the endpoints `book` names, its datagrams borrowed (through
+  // `batch`, emptied again) rather than copied, then clears the outbox: only after the send,
+  // as the borrowed bytes are the outbox's.
+  void send(Outbox& outbox, const AddressBook& book, SendBatch& batch);
   const SocketCounters& counters() const { return counters_; }
   SocketBacklog backlog() const;
   // Whether sends still use UDP GSO: off if asked, or once the kernel refused a train (then
