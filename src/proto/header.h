@@ -119,7 +119,8 @@ enum class DecodeError : std::uint8_t {
 std::string_view to_string(DecodeError e);
 
 // Parses and validates the header of `packet` (the whole UDP payload, values included).
-DecodeError decode(std::span<const std::uint8_t> packet, Header& out);
+// Defined in proto/header_decode.h.
+inline DecodeError decode(std::span<const std::uint8_t> packet, Header& out);
 
 // Writes the 44 header bytes; the caller owns the values that follow.
 void encode(const Header& h, std::span<std::uint8_t> out);
@@ -173,3 +174,5 @@ inline std::uint16_t run_of(std::uint32_t tensor) { return static_cast<std::uint
 inline std::uint32_t low_bits(unsigned n) { return n >= 32 ? ~0u : ((1u << n) - 1u); }
 
 }  // namespace atp::proto
+
+#include "proto/header_decode.h"  // decode()'s inline definition

@@ -65,13 +65,22 @@ std::uint32_t starting_window(const WorkerConfig& c) {
 constexpr std::size_t kPrefetchAhead = 8192;
 constexpr std::size_t kCacheLine = 64;
 
-void prefetch_ahead(const void* at, std::size_t bytes, bool for_write) {
-  const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(at) + kPrefetchAhead;
-  for (std::size_t b = 0; b < bytes; b += kCacheLine) {
-    const auto* line = reinterpret_cast<const void*>(ahead + b);
-    if (for_write) __builtin_prefetch(line, 1, 0);
-    else __builtin_prefetch(line, 0, 0);
+// Four lines per step: a K = 64 fragment is four lines, and a loop of one line per step
+// cost as many instructions in loop control as in prefetches.
+template <bool kForWrite>
+void prefetch_ahead(const void* at, std::size_t bytes) {
+  std::uintptr_t line = reinterpret_cast<std::uintptr_t>(at) + kPrefetchAhead;
+  const std::uintptr_t end = line + bytes;
+  auto prefetch = [](std::uintptr_t address) {
+    __builtin_prefetch(reinterpret_cast<const void*>(address), kForWrite ? 1 : 0, 0);
+  };
+  for (; line + 4 * kCacheLine <= end; line += 4 * kCacheLine) {
+    prefetch(line);
+    prefetch(line + kCacheLine);
+    prefetch(line + 2 * kCacheLine);
+    prefetch(line + 3 * kCacheLine);
   }
+  for (; line < end; line += kCacheLine) prefetch(line);
 }
 
 // What every packet this worker sends carries alike (its fragments and its join requests);
@@ -98,6 +107,7 @@ Worker::Worker(WorkerConfig config)
       quant_limit_(quant::sum_safe_magnitude(config.job_workers)),
       fragment_header_(own_fields(config)),
       ring_(ring_or_default(config.window, config.ring)),
+      ring_mask_(static_cast<std::uint32_t>(ring_.size() - 1)),
       aggregator_of_lane_(config.window) {
   for (std::uint32_t lane = 0; lane < aggregator_of_lane_.size(); ++lane)
     aggregator_of_lane_[lane] = config_.placement == Placement::hash
@@ -146,7 +156,7 @@ void Worker::send_join(Time now, Outbox& out) {
 }
 
 // The answer is ours if it names our rack, bit and nonce (another launch's is not).
-void Worker::on_joined(Time now, const proto::Header& h, Outbox& out) {
+void Worker::on_joined(Time now, proto::Header h, Outbox& out) {
   if (run_ || h.seq != config_.join_nonce || h.rack != config_.rack ||
       h.workers_bitmap != (1u << config_.rank_in_rack))
     return;
@@ -155,14 +165,8 @@ void Worker::on_joined(Time now, const proto::Header& h, Outbox& out) {
   send_new(now, out);
 }
 
-// The congestion window follows ECN marks; the aggregator window (when on) follows collisions
-// and stays under the congestion window.
-void Worker::update_windows(const proto::Header& result) {
-  cwnd_.on_result(result.has(flag::kEcn), result.seq, next_seq_);
-  stats_.window_cuts = cwnd_.decreases();
-  if (result.has(flag::kCollision)) ++stats_.collided_results;
-  if (!config_.aggregator_window) return;
-  aggregator_window_.on_result(result.has(flag::kCollision));
+void Worker::update_aggregator_window(bool collided) {
+  aggregator_window_.on_result(collided);
   aggregator_window_.cap(cwnd_.value());
 }
 
@@ -171,7 +175,7 @@ void Worker::update_windows(const proto::Header& result) {
 void Worker::send_new(Time now, Outbox& out) {
   if (failed() || !run_) return;
   const std::uint32_t allowed = allowed_in_flight();
-  const auto ring_room = static_cast<std::uint32_t>(ring_.size()) - (next_seq_ - base_);
+  const std::uint32_t ring_room = ring_mask_ + 1 - (next_seq_ - base_);
   std::uint32_t budget = std::min({end_seq_ - next_seq_, ring_room,
                                    allowed > in_flight_ ? allowed - in_flight_ : 0u});
   if (budget == 0) return;
@@ -201,7 +205,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
       out.add(config_.uplink, proto::kHeaderBytes + proto::kValueBytes * f.count);
   std::uint8_t* values = packet.data() + proto::kHeaderBytes;
   const float* in = f.tensor->input + f.offset;
-  if (!resend) prefetch_ahead(in, proto::kValueBytes * f.count, false);  // the next to go
+  if (!resend) prefetch_ahead<false>(in, proto::kValueBytes * f.count);  // the next to go
   // Values whose sum over the job's workers could leave int32 (or that are not finite) switch
   // this fragment to floats for good. The bound makes overflow a property of the inputs, never
   // of the order switches add them in, so every path gives the same result.
@@ -269,15 +273,16 @@ void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchRes
     ++stats_.malformed;
     return;
   }
-  on_result(now, h, arrival.packet.data() + proto::kHeaderBytes, f, out, batch);
+  on_result(now, {h.flags, h.remap_index}, arrival.packet.data() + proto::kHeaderBytes, f, out,
+            batch);
 }
 
 // A checked result for fragment `f`: its values written into the output tensor, the fragment
 // acknowledged, and the window it frees filled.
-void Worker::on_result(Time now, const proto::Header& h, const std::uint8_t* values,
-                       Fragment& f, Outbox& out, BatchResults& batch) {
+void Worker::on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f,
+                       Outbox& out, BatchResults& batch) {
   float* dst = f.tensor->output + f.offset;
-  prefetch_ahead(dst, proto::kValueBytes * f.count, true);
+  prefetch_ahead<true>(dst, proto::kValueBytes * f.count);
   if (h.has(flag::kFloatPayload))
     quant::floats_from_wire(values, f.count, dst);
   else
@@ -292,9 +297,9 @@ void Worker::on_result(Time now, const proto::Header& h, const std::uint8_t* val
   if (!f.rtt_ambiguous && (!batch.newest_sent || f.first_sent > *batch.newest_sent))
     batch.newest_sent = f.first_sent;
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
-  update_windows(h);
+  update_windows(h, f.seq);
   if (h.has(flag::kRemap)) {
-    aggregator_of(h.seq) = h.remap_index;
+    aggregator_of(f.seq) = h.remap_index;
     ++stats_.remaps;
   }
   detect_gaps(now, f, out);

@@ -187,13 +187,30 @@ class Worker {
   };
 
   void send_join(Time now, Outbox& out);
-  void on_joined(Time now, const proto::Header& h, Outbox& out);
+  // By value, as on_result's fields are: a decoded header whose address escapes is kept in
+  // memory field by field on every result's path, not only on this rare one.
+  void on_joined(Time now, proto::Header answer, Outbox& out);
   void send_new(Time now, Outbox& out);
   void on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch);
-  void on_result(Time now, const proto::Header& h, const std::uint8_t* values, Fragment& f,
-                 Outbox& out, BatchResults& batch);
+  // What on_result reads of a checked result's header (its seq is the fragment's).
+  struct ResultFields {
+    std::uint8_t flags;
+    std::uint32_t remap_index;
+    bool has(std::uint8_t f) const { return (flags & f) != 0; }
+  };
+  void on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f, Outbox& out,
+                 BatchResults& batch);
   void finish_batch(Time now, const BatchResults& batch);
-  void update_windows(const proto::Header& result);
+  // The congestion window follows ECN marks; the aggregator window (when on) follows
+  // collisions and stays under the congestion window. Inline: it runs for every result.
+  void update_windows(ResultFields result, std::uint32_t seq) {
+    cwnd_.on_result(result.has(proto::flag::kEcn), seq, next_seq_);
+    stats_.window_cuts = cwnd_.decreases();
+    const bool collided = result.has(proto::flag::kCollision);
+    if (collided) ++stats_.collided_results;
+    if (config_.aggregator_window) update_aggregator_window(collided);
+  }
+  void update_aggregator_window(bool collided);
   std::uint32_t allowed_in_flight() const {  // inline: asked after every result
     if (!config_.aggregator_window) return cwnd_.allowed();
     const auto floor = static_cast<std::uint32_t>(kAggregatorWindowFloor * cwnd_.allowed());
@@ -213,8 +230,8 @@ class Worker {
   void send_probe(Time now, Outbox& out);
   std::optional<Time> fragment_timer() const;  // the fragments' earliest timer
   void fail(std::string message);
-  Fragment& slot(std::uint32_t seq) { return ring_[seq & (ring_.size() - 1)]; }
-  const Fragment& slot(std::uint32_t seq) const { return ring_[seq & (ring_.size() - 1)]; }
+  Fragment& slot(std::uint32_t seq) { return ring_[seq & ring_mask_]; }
+  const Fragment& slot(std::uint32_t seq) const { return ring_[seq & ring_mask_]; }
   std::uint32_t& aggregator_of(std::uint32_t seq) {
     return aggregator_of_lane_[seq & (config_.window - 1)];
   }
@@ -236,6 +253,7 @@ class Worker {
   std::int32_t quant_limit_;  // |quantized value| at most this, or the fragment goes as floats
   proto::FragmentTemplate fragment_header_;
   std::vector<Fragment> ring_;
+  std::uint32_t ring_mask_;  // ring_.size() - 1, kept: slot() runs several times per result
   std::vector<std::uint32_t> aggregator_of_lane_;  // window lanes: each one's aggregator index
   std::deque<Tensor> tensors_;  // submitted and not fully finished, oldest first
   std::size_t send_cursor_ = 0; // index in tensors_ of the tensor holding next_seq_
