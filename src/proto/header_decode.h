@@ -38,8 +38,9 @@ inline DecodeError validate_contributors(const Header& h) {
       h.job_fan_in > kMaxFanIn)
     return DecodeError::bad_fan_in;
   if (h.rack >= h.job_fan_in) return DecodeError::bad_rack;
-  if ((h.workers_bitmap & ~low_bits(h.rack_fan_in)) != 0 ||
-      (h.racks_bitmap & ~low_bits(h.job_fan_in)) != 0)
+  // No bit at or above the fan-in (1..32 here, so the 64-bit shifts are defined).
+  if ((std::uint64_t{h.workers_bitmap} >> h.rack_fan_in) != 0 ||
+      (std::uint64_t{h.racks_bitmap} >> h.job_fan_in) != 0)
     return DecodeError::bad_bitmap;
   if (h.is_downward()) return DecodeError::ok;
   // An upward packet names at least one contributor, and never both a whole rack and a

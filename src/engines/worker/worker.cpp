@@ -155,12 +155,8 @@ void Worker::send_join(Time now, Outbox& out) {
   join_resend_at_ = now + join_interval_;
 }
 
-// The answer is ours if it names our rack, bit and nonce (another launch's is not).
-void Worker::on_joined(Time now, proto::Header h, Outbox& out) {
-  if (run_ || h.seq != config_.join_nonce || h.rack != config_.rack ||
-      h.workers_bitmap != (1u << config_.rank_in_rack))
-    return;
-  run_ = proto::run_of(h.tensor);
+void Worker::on_joined(Time now, std::uint16_t run, Outbox& out) {
+  run_ = run;
   join_started_.reset();
   send_new(now, out);
 }
@@ -228,14 +224,14 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
 }
 
 void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out) {
-  BatchResults batch;
-  for (const Arrival& arrival : arrivals) on_datagram(now, arrival, out, batch);
-  if (batch.any_result) finish_batch(now, batch);
+  batch_ = {};
+  for (const Arrival& arrival : arrivals) on_datagram(now, arrival, out);
+  if (batch_.any_result) finish_batch(now);
 }
 
 // One datagram: checked, then a result is taken; a handshake answer or a float request is
 // acted on at once, anything else counted.
-void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch) {
+void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out) {
   proto::Header h;
   if (proto::decode(arrival.packet, h) != proto::DecodeError::ok || !h.is_downward() ||
       h.job != config_.job) {
@@ -247,7 +243,10 @@ void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchRes
     return;
   }
   if (failed()) return;
-  if (h.kind == proto::Kind::joined) return on_joined(now, h, out);
+  if (h.kind == proto::Kind::joined) {  // another launch's answer is not ours
+    if (answers_our_join(h)) on_joined(now, proto::run_of(h.tensor), out);
+    return;
+  }
   if (seq_distance(h.seq, base_) < 0 || seq_distance(h.seq, next_seq_) >= 0) {
     ++stats_.duplicate_results;
     return;
@@ -273,14 +272,13 @@ void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchRes
     ++stats_.malformed;
     return;
   }
-  on_result(now, {h.flags, h.remap_index}, arrival.packet.data() + proto::kHeaderBytes, f, out,
-            batch);
+  on_result(now, {h.flags, h.remap_index}, arrival.packet.data() + proto::kHeaderBytes, f, out);
 }
 
 // A checked result for fragment `f`: its values written into the output tensor, the fragment
 // acknowledged, and the window it frees filled.
 void Worker::on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f,
-                       Outbox& out, BatchResults& batch) {
+                       Outbox& out) {
   float* dst = f.tensor->output + f.offset;
   prefetch_ahead<true>(dst, proto::kValueBytes * f.count);
   if (h.has(flag::kFloatPayload))
@@ -293,9 +291,9 @@ void Worker::on_result(Time now, ResultFields h, const std::uint8_t* values, Fra
   last_progress_ = now;
   ++stats_.results;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
-  batch.any_result = true;
-  if (!f.rtt_ambiguous && (!batch.newest_sent || f.first_sent > *batch.newest_sent))
-    batch.newest_sent = f.first_sent;
+  batch_.any_result = true;
+  if (!f.rtt_ambiguous && (!batch_.newest_sent || f.first_sent > *batch_.newest_sent))
+    batch_.newest_sent = f.first_sent;
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   update_windows(h, f.seq);
   if (h.has(flag::kRemap)) {
@@ -310,8 +308,8 @@ void Worker::on_result(Time now, ResultFields h, const std::uint8_t* values, Fra
   send_new(now, out);
 }
 
-void Worker::finish_batch(Time now, const BatchResults& batch) {
-  if (batch.newest_sent) rtt_.sample(now - *batch.newest_sent);
+void Worker::finish_batch(Time now) {
+  if (batch_.newest_sent) rtt_.sample(now - *batch_.newest_sent);
   retire_finished_tensors();
   arm_probe(now);
 }

@@ -187,20 +187,23 @@ class Worker {
   };
 
   void send_join(Time now, Outbox& out);
-  // By value, as on_result's fields are: a decoded header whose address escapes is kept in
-  // memory field by field on every result's path, not only on this rare one.
-  void on_joined(Time now, proto::Header answer, Outbox& out);
+  // Whether a handshake answer is for this launch's join (its rack, bit and nonce).
+  bool answers_our_join(const proto::Header& h) const {
+    return !run_ && h.seq == config_.join_nonce && h.rack == config_.rack &&
+           h.workers_bitmap == (1u << config_.rank_in_rack);
+  }
+  void on_joined(Time now, std::uint16_t run, Outbox& out);
   void send_new(Time now, Outbox& out);
-  void on_datagram(Time now, const Arrival& arrival, Outbox& out, BatchResults& batch);
-  // What on_result reads of a checked result's header (its seq is the fragment's).
+  void on_datagram(Time now, const Arrival& arrival, Outbox& out);
+  // What on_result reads of a checked result's header (its seq is the fragment's), by value:
+  // a decoded header whose address escapes is kept in memory field by field.
   struct ResultFields {
     std::uint8_t flags;
     std::uint32_t remap_index;
     bool has(std::uint8_t f) const { return (flags & f) != 0; }
   };
-  void on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f, Outbox& out,
-                 BatchResults& batch);
-  void finish_batch(Time now, const BatchResults& batch);
+  void on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f, Outbox& out);
+  void finish_batch(Time now);
   // The congestion window follows ECN marks; the aggregator window (when on) follows
   // collisions and stays under the congestion window. Inline: it runs for every result.
   void update_windows(ResultFields result, std::uint32_t seq) {
@@ -272,6 +275,7 @@ class Worker {
   // RACK-TLP's tail-loss probe: due two round trips after the last result.
   std::optional<Time> probe_due_;
   std::vector<std::uint32_t> completed_;
+  BatchResults batch_;  // of the on_packets() call under way
   // next_timer() is asked after every event, so it returns a cached lower bound (results only
   // ever remove deadlines) and rescans the in-flight fragments only after a timer fired.
   mutable std::optional<Time> earliest_timer_;
