@@ -66,21 +66,23 @@ constexpr std::size_t kPrefetchAhead = 8192;
 constexpr std::size_t kCacheLine = 64;
 
 // Four lines per step: a K = 64 fragment is four lines, and a loop of one line per step
-// cost as many instructions in loop control as in prefetches.
+// cost as many instructions in loop control as in prefetches. Always inlined, with the
+// builtin written out in it: GCC deems a prefetch free of side effects, so a call to a helper
+// that only prefetches may be deleted as dead code (it did, to a lambda here, once on_result
+// was inlined into its caller: 20-25 % slower, docs/performance.md).
 template <bool kForWrite>
-void prefetch_ahead(const void* at, std::size_t bytes) {
+[[gnu::always_inline]] inline void prefetch_ahead(const void* at, std::size_t bytes) {
+  constexpr int kWrite = kForWrite ? 1 : 0;
   std::uintptr_t line = reinterpret_cast<std::uintptr_t>(at) + kPrefetchAhead;
   const std::uintptr_t end = line + bytes;
-  auto prefetch = [](std::uintptr_t address) {
-    __builtin_prefetch(reinterpret_cast<const void*>(address), kForWrite ? 1 : 0, 0);
-  };
   for (; line + 4 * kCacheLine <= end; line += 4 * kCacheLine) {
-    prefetch(line);
-    prefetch(line + kCacheLine);
-    prefetch(line + 2 * kCacheLine);
-    prefetch(line + 3 * kCacheLine);
+    __builtin_prefetch(reinterpret_cast<const void*>(line), kWrite, 0);
+    __builtin_prefetch(reinterpret_cast<const void*>(line + kCacheLine), kWrite, 0);
+    __builtin_prefetch(reinterpret_cast<const void*>(line + 2 * kCacheLine), kWrite, 0);
+    __builtin_prefetch(reinterpret_cast<const void*>(line + 3 * kCacheLine), kWrite, 0);
   }
-  for (; line < end; line += kCacheLine) prefetch(line);
+  for (; line < end; line += kCacheLine)
+    __builtin_prefetch(reinterpret_cast<const void*>(line), kWrite, 0);
 }
 
 // What every packet this worker sends carries alike (its fragments and its join requests);
@@ -277,7 +279,7 @@ void Worker::on_datagram(Time now, const Arrival& arrival, Outbox& out) {
 
 // A checked result for fragment `f`: its values written into the output tensor, the fragment
 // acknowledged, and the window it frees filled.
-void Worker::on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f,
+[[gnu::always_inline]] inline void Worker::on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f,
                        Outbox& out) {
   float* dst = f.tensor->output + f.offset;
   prefetch_ahead<true>(dst, proto::kValueBytes * f.count);
