@@ -170,7 +170,7 @@ void Worker::update_aggregator_window(bool collided) {
 
 // As many first transmissions as the windows and the ring allow, counted once: nothing in the
 // loop changes the windows.
-void Worker::send_new(Time now, Outbox& out) {
+[[gnu::always_inline]] inline void Worker::send_new(Time now, Outbox& out) {
   if (failed() || !run_) return;
   const std::uint32_t allowed = allowed_in_flight();
   const std::uint32_t ring_room = ring_mask_ + 1 - (next_seq_ - base_);
