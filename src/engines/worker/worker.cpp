@@ -170,7 +170,10 @@ void Worker::update_aggregator_window(bool collided) {
 
 // As many first transmissions as the windows and the ring allow, counted once: nothing in the
 // loop changes the windows.
-[[gnu::always_inline]] inline void Worker::send_new(Time now, Outbox& out) {
+void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
+
+// send_new's body, inlined into on_result (where it runs per result) and send_new only.
+[[gnu::always_inline]] inline void Worker::fill_window(Time now, Outbox& out) {
   if (failed() || !run_) return;
   const std::uint32_t allowed = allowed_in_flight();
   const std::uint32_t ring_room = ring_mask_ + 1 - (next_seq_ - base_);
@@ -190,7 +193,7 @@ void Worker::update_aggregator_window(bool collided) {
     f.count = static_cast<std::uint16_t>(
         std::min<std::size_t>(config_.values_per_packet, t->size - f.offset));
     f.first_sent = now;
-    transmit(now, f, false, out);
+    write_fragment(now, f, false, out);
     ++stats_.fragments_sent;
     ++in_flight_;
     ++next_seq_;
@@ -198,7 +201,13 @@ void Worker::update_aggregator_window(bool collided) {
   sending_ = t;
 }
 
+// transmit's body is inlined into fill_window (first sends) and here (resends, float switches).
 void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
+  write_fragment(now, f, resend, out);
+}
+
+[[gnu::always_inline]] inline void Worker::write_fragment(Time now, Fragment& f, bool resend,
+                                                          Outbox& out) {
   std::span<std::uint8_t> packet =
       out.add(config_.uplink, proto::kHeaderBytes + proto::kValueBytes * f.count);
   std::uint8_t* values = packet.data() + proto::kHeaderBytes;
@@ -308,7 +317,7 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   // Into the slot this result freed, now rather than after the batch: the fragment's input
   // lines and packet buffers are then still in cache (one send_new per batch measured 10-15 %
   // slower for tensors beyond the caches, docs/performance.md).
-  send_new(now, out);
+  fill_window(now, out);
 }
 
 void Worker::finish_batch(Time now) {

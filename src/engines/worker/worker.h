@@ -194,6 +194,7 @@ class Worker {
   }
   void on_joined(Time now, std::uint16_t run, Outbox& out);
   void send_new(Time now, Outbox& out);
+  void fill_window(Time now, Outbox& out);  // send_new's body
   void on_datagram(Time now, const Arrival& arrival, Outbox& out);
   // What on_result reads of a checked result's header (its seq is the fragment's), by value:
   // a decoded header whose address escapes is kept in memory field by field.
@@ -220,6 +221,7 @@ class Worker {
     return std::min(cwnd_.allowed(), std::max(floor, aggregator_window_.allowed()));
   }
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
+  void write_fragment(Time now, Fragment& f, bool resend, Outbox& out);  // transmit's body
   // Inline: the common case, an in-order answer to a fragment sent once, has nothing before
   // it to reveal, and costs no call.
   void detect_gaps(Time now, const Fragment& acked, Outbox& out) {
