@@ -7,7 +7,7 @@
 //
 // The engine's work is the processor's (a few hundred instructions per fragment), the copy's
 // the memory's, so their ratio follows the clock, which this VM's host changes by as much as
-// 2.1 to 3.6 GHz from one minute to the next: the bench prints it, before and after.
+// 1.9 to 3.6 GHz from one minute to the next: the bench prints it, before and after.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -123,9 +123,10 @@ class QuantIsaTest : public ::testing::TestWithParam<Isa> {
   Isa isa() const { return GetParam(); }
 };
 
-// Lengths that put a value in the SIMD body, in an AVX2 scalar tail and in an AVX-512 masked
-// tail: the special value is tested at every position of buffers of these lengths.
-constexpr std::size_t kProbeLengths[] = {1, 7, 8, 9, 16, 17, 31, 33};
+// Lengths that put a value in each part of every ISA's loops: the AVX2 quantizer's 32-value
+// step, its 8-value step and its masked tail (dequantize: a scalar tail), the AVX-512 masked
+// tail. The special value is tested at every position of buffers of these lengths.
+constexpr std::size_t kProbeLengths[] = {1, 7, 8, 9, 16, 17, 31, 33, 39, 40, 71};
 
 // Places `x` at every position of zero-filled buffers and checks the flag and outputs.
 void expect_single(Isa isa, float x, float scale, std::int32_t expected_q, bool expected_ok) {

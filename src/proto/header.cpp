@@ -1,11 +1,8 @@
 #include "proto/header.h"
 
-#include <bit>
-
 #include "proto/byte_order.h"
 
 namespace atp::proto {
-
 
 std::string_view to_string(DecodeError e) {
   switch (e) {

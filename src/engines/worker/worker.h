@@ -194,8 +194,9 @@ class Worker {
   }
   void on_joined(Time now, std::uint16_t run, Outbox& out);
   void send_new(Time now, Outbox& out);
-  void fill_window(Time now, Outbox& out);  // send_new's body
-  void on_datagram(Time now, const Arrival& arrival, Outbox& out);
+  // The per-result path, defined inline (always inlined) in worker.cpp, where its callers are.
+  inline void fill_window(Time now, Outbox& out);  // send_new's body
+  inline void on_datagram(Time now, const Arrival& arrival, Outbox& out);
   // What on_result reads of a checked result's header (its seq is the fragment's), by value:
   // a decoded header whose address escapes is kept in memory field by field.
   struct ResultFields {
@@ -203,7 +204,8 @@ class Worker {
     std::uint32_t remap_index;
     bool has(std::uint8_t f) const { return (flags & f) != 0; }
   };
-  void on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f, Outbox& out);
+  inline void on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f,
+                        Outbox& out);
   void finish_batch(Time now);
   // The congestion window follows ECN marks; the aggregator window (when on) follows
   // collisions and stays under the congestion window. Inline: it runs for every result.
@@ -221,14 +223,14 @@ class Worker {
     return std::min(cwnd_.allowed(), std::max(floor, aggregator_window_.allowed()));
   }
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
-  void write_fragment(Time now, Fragment& f, bool resend, Outbox& out);  // transmit's body
+  inline void write_fragment(Time now, Fragment& f, bool resend, Outbox& out);  // transmit's
   // Inline: the common case, an in-order answer to a fragment sent once, has nothing before
   // it to reveal, and costs no call.
   void detect_gaps(Time now, const Fragment& acked, Outbox& out) {
     if (acked.rtt_ambiguous || acked.seq != base_) scan_for_gaps(now, acked, out);
   }
   void scan_for_gaps(Time now, const Fragment& acked, Outbox& out);
-  void advance_base();
+  inline void advance_base();
   void retire_finished_tensors();
   Duration probe_timeout() const;
   void arm_probe(Time now);
@@ -263,7 +265,7 @@ class Worker {
   std::deque<Tensor> tensors_;  // submitted and not fully finished, oldest first
   std::size_t send_cursor_ = 0; // index in tensors_ of the tensor holding next_seq_
   // Either nullptr or &tensors_[send_cursor_], kept because indexing a deque divides and
-  // send_new runs per result. References into a deque outlive pushes and pops of other
+  // fill_window runs per result. References into a deque outlive pushes and pops of other
   // elements; retiring the tensor it points to (send_cursor_ 0) resets it.
   Tensor* sending_ = nullptr;
   std::uint32_t next_tensor_id_ = 0;
