@@ -71,13 +71,12 @@ double run_worker(std::vector<float>& input, std::vector<float>& output, std::ui
 
 // The baseline: the same bytes into packet buffers and back, K values at a time.
 double run_copy(const std::vector<float>& input, std::vector<float>& output, std::uint16_t k) {
-  std::vector<std::uint8_t> packet_buffer(proto::kHeaderBytes + 4 * std::size_t{k});
-  std::uint8_t* packet = packet_buffer.data();
+  std::vector<std::uint8_t> packet(proto::kHeaderBytes + 4 * std::size_t{k});
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < input.size(); i += k) {
     const std::size_t n = std::min<std::size_t>(k, input.size() - i);
-    std::memcpy(packet + proto::kHeaderBytes, input.data() + i, 4 * n);
-    std::memcpy(output.data() + i, packet + proto::kHeaderBytes, 4 * n);
+    std::memcpy(packet.data() + proto::kHeaderBytes, input.data() + i, 4 * n);
+    std::memcpy(output.data() + i, packet.data() + proto::kHeaderBytes, 4 * n);
   }
   return seconds_since(start);
 }
