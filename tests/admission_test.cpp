@@ -2,8 +2,15 @@
 // static policy a new job gets aggregators nobody holds, or is refused.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include "control/slice_allocator.h"
 #include "daemons/switch_daemon.h"
+#include "proto/header.h"
 
 namespace atp::control {
 namespace {
@@ -68,6 +75,58 @@ TEST(Admission, AStaticJobAdmittedLaterGetsFreeAggregatorsOrIsRefused) {
   sw.admit(ClusterConfig::parse(cluster_text({1, 3})), 3);
   EXPECT_EQ(sw.static_slice(3)->first, 32u);
   EXPECT_EQ(sw.static_slice(3)->count, 32u);
+}
+
+// A [[job]] of 32 workers on rack0 whose addresses no earlier call used.
+std::string fresh_job(std::uint32_t id, std::uint32_t cycle) {
+  std::string s = "[[job]]\nid = " + std::to_string(id) + "\nparameter_servers = [\"ps\"]\nworkers = [";
+  for (std::uint32_t w = 0; w < 32; ++w) {
+    const std::uint32_t n = cycle * 32 + w;
+    s += "{ rack = \"rack0\", address = \"10." + std::to_string((n >> 16) & 255) + "." +
+         std::to_string((n >> 8) & 255) + "." + std::to_string(n & 255) + ":7000\" },";
+  }
+  return s + "]\n";
+}
+
+// The address book once only grew: after about 2,100 admissions of 32 workers every admission
+// failed ("node 65535 has no port number"), and a datagram from such an address then threw in
+// the packet loop and ended the switch.
+TEST(Admission, AdmissionsAndRemovalsWithoutEndKeepTheSwitchServing) {
+  const std::string fabric =
+      "[[switch]]\nname = \"rack0\"\naddress = \"127.0.0.1:0\"\naggregators = 64\n"
+      "[[ps]]\nname = \"ps\"\naddress = \"127.0.0.1:9\"\n";
+  daemons::SwitchDaemon sw(ClusterConfig::parse(fabric), "rack0");
+  const std::uint32_t cycles = 100000;  // 3.2 million distinct worker addresses
+  for (std::uint32_t c = 0; c < cycles; ++c) {
+    sw.admit(sw.fabric().with_jobs_from(fresh_job(1 + c % 7, c), "admit"), 1 + c % 7);
+    ASSERT_TRUE(sw.remove_job(1 + c % 7)) << "cycle " << c;
+  }
+  sw.admit(sw.fabric().with_jobs_from(fresh_job(1, cycles), "admit"), 1);
+  EXPECT_EQ(sw.job_ids(), std::vector<std::uint32_t>{1});
+
+  // A datagram from a worker of a removed job, on the real socket: dropped, and the switch
+  // goes on (a malformed datagram after it is counted too).
+  runtime::EventLoop loop;
+  sw.attach(loop);
+  loop.on_wake([] {});
+  std::thread serving([&] { loop.run(); });
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &from.sin_addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from), 0);
+  const sockaddr_in to = sw.bound_address().sockaddr();
+  std::uint8_t packet[proto::kHeaderBytes + 64] = {};
+  for (int i = 0; i < 2; ++i)
+    ::sendto(fd, packet, i == 0 ? sizeof packet : 3, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  for (int tries = 0; tries < 500 && sw.stats()["packets"].get<std::uint64_t>() < 2; ++tries)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  loop.stop();
+  loop.wake();
+  serving.join();
+  ::close(fd);
+  EXPECT_EQ(sw.stats()["packets"].get<std::uint64_t>(), 2u);
+  EXPECT_EQ(sw.stats()["packets_failed"].get<std::uint64_t>(), 0u);
 }
 
 }  // namespace

@@ -4,6 +4,13 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -172,7 +179,9 @@ TEST(JobBook, LeasesLapseUnlessRenewedAndStateSurvivesARestart) {
 // The daemons of the fabric, serving their control sockets on one event loop thread.
 class Fabric {
  public:
-  Fabric(const std::string& text) : config_(control::ClusterConfig::parse(text, "fabric")) {
+  // `unserved`: a PS whose control socket is left to the test (to play a stopped daemon).
+  explicit Fabric(const std::string& text, std::string unserved = {})
+      : config_(control::ClusterConfig::parse(text, "fabric")), unserved_(std::move(unserved)) {
     start();
   }
   ~Fabric() { stop(); }
@@ -187,6 +196,7 @@ class Fabric {
     for (auto& ps : ps_) {
       ps->attach(*loop_);
       auto* p = ps.get();
+      if (p->name() == unserved_) continue;
       controls_.emplace_back(std::make_unique<runtime::ControlSocket>(
           *loop_, config_.server_named(p->name()).control,
           [p](const nlohmann::json& r) { return daemons::answer_control(*p, r); }));
@@ -214,6 +224,7 @@ class Fabric {
 
  private:
   control::ClusterConfig config_;
+  std::string unserved_;
   std::unique_ptr<runtime::EventLoop> loop_;
   std::unique_ptr<daemons::SwitchDaemon> sw_;
   std::vector<std::unique_ptr<daemons::PsDaemon>> ps_;
@@ -388,6 +399,76 @@ TEST(ControllerService, ARestartedControllerKeepsItsJobsAndARestartedDaemonGetsT
   EXPECT_EQ(fabric.switch_jobs().size(), 2u);
   controller.service().reconcile();
   EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});
+}
+
+// A daemon that takes connections and never answers (SIGSTOPped), or answers a byte at a time.
+class StuckDaemon {
+ public:
+  StuckDaemon(std::string path, bool trickle) : path_(std::move(path)) {
+    ::unlink(path_.c_str());
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path_.c_str());
+    ::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    thread_ = std::thread([this, trickle] {
+      std::vector<int> clients;
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 50) > 0) {
+          clients.push_back(::accept(fd_, nullptr, nullptr));
+          ++accepted_;
+        }
+        if (trickle)
+          for (int c : clients) ::send(c, " ", 1, MSG_NOSIGNAL);
+      }
+      for (int c : clients) ::close(c);
+    });
+  }
+  ~StuckDaemon() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  int accepted() const { return accepted_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+// The controller once held one lock across every daemon request: a stopped PS made every
+// tenant's RenewLease wait for it (30 s), and a PS answering a byte at a time held every call
+// as long as it went on. Now calls that do not program the fabric never wait on a daemon, and
+// one that does gets UNAVAILABLE within its budget.
+TEST(ControllerService, AStoppedOrTricklingDaemonHoldsNoCallBeyondItsBudget) {
+  for (const bool trickle : {false, true}) {
+    const std::string text = fabric_text(trickle ? "trickle" : "stopped");
+    Fabric fabric(text, "ps1");
+    Controller controller(text, "");
+    StuckDaemon stuck("/tmp/atp-test-" + std::string(trickle ? "trickle" : "stopped") + "-ps1.sock", trickle);
+    ControllerClient tenant(controller.address());
+    const v1::Admission a = tenant.admit(request(7000));  // on ps0
+    std::atomic<bool> admitted{false};
+    grpc::StatusCode code = grpc::StatusCode::OK;
+    std::thread second([&] {
+      code = code_of([&] { ControllerClient(controller.address()).admit(request(7100)); });  // ps1
+      admitted = true;
+    });
+    while (stuck.accepted() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ControllerClient own(controller.address(), a.credential());
+    own.renew(a.job_id());
+    EXPECT_EQ(own.job(a.job_id()).name(), "job");
+    EXPECT_FALSE(admitted) << "a renewal waited for an admission stuck on a daemon";
+    second.join();
+    EXPECT_EQ(code, grpc::StatusCode::UNAVAILABLE) << (trickle ? "trickling" : "stopped");
+    EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});  // rolled back
+  }
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
 
 #include "engines/switch/switch_tables.h"
 #include "control/same_secret.h"
@@ -109,20 +113,32 @@ grpc::Status ControllerService::GetFabric(grpc::ServerContext*, const v1::GetFab
   });
 }
 
+std::unique_lock<std::timed_mutex> ControllerService::lock_fabric(Time deadline) {
+  std::unique_lock lock(fabric_mutex_, std::chrono::steady_clock::now() +
+                                           std::chrono::nanoseconds(deadline - runtime::monotonic_now()));
+  if (!lock.owns_lock())
+    throw ControllerError(Kind::failed, "the fabric is busy: another call is still programming it");
+  return lock;
+}
+
 grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
                                          const v1::AdmitJobRequest* request, v1::Admission* out) {
   return guarded("AdmitJob", [&] {
+    const Time deadline = runtime::monotonic_now() + kCallBudget;
     if (!options_.admit_credential.empty() &&
         !same_secret(credential_of(context), options_.admit_credential))
       throw ControllerError(Kind::denied, "admission needs the admission credential");
     const JobRequest wanted = request_of(*request);
-    std::lock_guard lock(mutex_);
-    AdmittedJob job = book_.prepare(wanted, runtime::monotonic_now());
+    const auto fabric_lock = lock_fabric(deadline);  // nobody else records a job meanwhile
+    AdmittedJob job = [&] {
+      std::lock_guard lock(book_mutex_);
+      return book_.prepare(wanted, runtime::monotonic_now());
+    }();
     const std::uint32_t id = job.config.id;
     const auto cluster = book_.cluster_of(job);
-    fabric_.install(cluster, id, control::job_toml(job.config));
+    fabric_.install(cluster, id, control::job_toml(job.config), deadline);
     if (context->IsCancelled()) {  // nobody would ever use (or renew) it
-      fabric_.uninstall(cluster, id);
+      fabric_.uninstall(cluster, id, deadline);
       throw ControllerError(Kind::failed, "the client gave up before the job was admitted");
     }
     out->set_job_id(id);
@@ -130,13 +146,16 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
     out->set_cluster_toml(book_.cluster_text(job));
     out->set_run(0);
     out->set_lease_seconds(static_cast<std::uint32_t>(job.lease / kSecond));
-    book_.record(std::move(job));
-    try {
-      save();  // before the answer: an admitted job is never forgotten
-    } catch (...) {
-      book_.erase(id);
-      fabric_.uninstall(cluster, id);
-      throw;
+    {
+      std::lock_guard lock(book_mutex_);
+      book_.record(std::move(job));
+      try {
+        save();  // before the answer: an admitted job is never forgotten
+      } catch (...) {
+        book_.erase(id);
+        fabric_.uninstall(cluster, id, deadline);
+        throw;
+      }
     }
     spdlog::info("controller: admitted job {} ('{}', {} workers)", id, request->name(),
                  request->workers_size());
@@ -146,7 +165,7 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
 grpc::Status ControllerService::RenewLease(grpc::ServerContext* context, const v1::JobRef* ref,
                                            v1::Lease* out) {
   return guarded("RenewLease", [&] {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(book_mutex_);
     const AdmittedJob& job = job_for(context, ref->job_id());
     book_.renew(ref->job_id(), runtime::monotonic_now());
     out->set_lease_seconds(static_cast<std::uint32_t>(job.lease / kSecond));
@@ -156,17 +175,26 @@ grpc::Status ControllerService::RenewLease(grpc::ServerContext* context, const v
 grpc::Status ControllerService::GetJob(grpc::ServerContext* context, const v1::JobRef* ref,
                                        v1::JobStatus* out) {
   return guarded("GetJob", [&] {
-    std::lock_guard lock(mutex_);
-    fill_status(job_for(context, ref->job_id()), true, out);
+    const Time deadline = runtime::monotonic_now() + kCallBudget;
+    const AdmittedJob job = [&] {
+      std::lock_guard lock(book_mutex_);
+      return job_for(context, ref->job_id());
+    }();
+    fill_status(job, out);
+    out->set_stats_json(fabric_.stats(book_.cluster_of(job), job.config.id, deadline).dump());
   });
 }
 
 grpc::Status ControllerService::RemoveJob(grpc::ServerContext* context, const v1::JobRef* ref,
                                           v1::Removed*) {
   return guarded("RemoveJob", [&] {
-    std::lock_guard lock(mutex_);
-    job_for(context, ref->job_id());
-    remove(ref->job_id(), "on request");
+    const Time deadline = runtime::monotonic_now() + kCallBudget;
+    {
+      std::lock_guard lock(book_mutex_);
+      job_for(context, ref->job_id());
+    }
+    const auto fabric_lock = lock_fabric(deadline);
+    remove(ref->job_id(), "on request", deadline);
   });
 }
 
@@ -174,12 +202,12 @@ grpc::Status ControllerService::ListJobs(grpc::ServerContext* context, const v1:
                                          v1::JobList* out) {
   return guarded("ListJobs", [&] {
     require_operator(context);
-    std::lock_guard lock(mutex_);
-    for (std::uint32_t id : book_.ids()) fill_status(book_.at(id), false, out->add_jobs());
+    std::lock_guard lock(book_mutex_);
+    for (std::uint32_t id : book_.ids()) fill_status(book_.at(id), out->add_jobs());
   });
 }
 
-void ControllerService::fill_status(const AdmittedJob& job, bool with_stats, v1::JobStatus* out) {
+void ControllerService::fill_status(const AdmittedJob& job, v1::JobStatus* out) const {
   out->set_job_id(job.config.id);
   out->set_name(job.name);
   for (const auto& w : job.config.workers) {
@@ -194,49 +222,82 @@ void ControllerService::fill_status(const AdmittedJob& job, bool with_stats, v1:
     const bool is_ps = std::ranges::count(job.config.parameter_servers, d.name) > 0;
     (is_ps ? out->add_parameter_servers() : out->add_switches())->assign(d.name);
   }
-  if (with_stats) out->set_stats_json(fabric_.stats(cluster, job.config.id).dump());
 }
 
-void ControllerService::remove(std::uint32_t id, const char* why) {
-  const auto cluster = book_.cluster_of(book_.at(id));
-  AdmittedJob job = *book_.erase(id);
-  try {
-    save();  // the state says "gone" before the daemons are told
-  } catch (...) {
-    book_.record(std::move(job));
-    throw;
-  }
-  fabric_.uninstall(cluster, id);
+// Under fabric_mutex_ (the book's own lock is taken here).
+void ControllerService::remove(std::uint32_t id, const char* why, Time deadline) {
+  control::ClusterConfig cluster = [&] {
+    std::lock_guard lock(book_mutex_);
+    const auto cluster = book_.cluster_of(book_.at(id));
+    AdmittedJob job = *book_.erase(id);
+    try {
+      save();  // the state says "gone" before the daemons are told
+    } catch (...) {
+      book_.record(std::move(job));
+      throw;
+    }
+    return cluster;
+  }();
+  fabric_.uninstall(cluster, id, deadline);
   spdlog::info("controller: removed job {} ({})", id, why);
 }
 
 void ControllerService::reap(Time now) {
-  std::lock_guard lock(mutex_);
-  for (std::uint32_t id : book_.expired(now)) {
+  const Time deadline = now + kCallBudget;
+  std::unique_lock<std::timed_mutex> fabric_lock;
+  try {
+    fabric_lock = lock_fabric(deadline);
+  } catch (const ControllerError&) {
+    return;  // the next tick tries again
+  }
+  const auto expired = [&] {
+    std::lock_guard lock(book_mutex_);
+    return book_.expired(now);
+  }();
+  for (std::uint32_t id : expired) {
     try {
-      remove(id, "its lease lapsed");
+      remove(id, "its lease lapsed", deadline);
     } catch (const std::exception& e) {
       spdlog::error("controller: removing job {} after its lease: {}", id, e.what());
     }
   }
 }
 
+// Each daemon is asked what it holds once, with kCallBudget of its own: reconciling runs on the
+// controller's own thread, and a stopped daemon costs it that time once, never another call's
+// (the book is not locked while daemons are asked).
 std::vector<std::string> ControllerService::reconcile() {
-  std::lock_guard lock(mutex_);
+  std::unique_lock<std::timed_mutex> fabric_lock;
+  try {
+    fabric_lock = lock_fabric(runtime::monotonic_now() + kCallBudget);
+  } catch (const ControllerError& e) {
+    return {std::string("not reconciled: ") + e.what()};
+  }
+  const std::vector<AdmittedJob> jobs = [&] {
+    std::lock_guard lock(book_mutex_);
+    std::vector<AdmittedJob> out;
+    for (std::uint32_t id : book_.ids()) out.push_back(book_.at(id));
+    return out;
+  }();
+  auto budget = [] { return runtime::monotonic_now() + kCallBudget; };
+  std::map<std::string, std::optional<std::vector<std::uint32_t>>> held;
+  for (const auto& d : FabricProgrammer::all_daemons(book_.fabric())) held[d.name] = fabric_.listed(d, budget());
   std::vector<std::string> done;
-  for (std::uint32_t id : book_.ids()) {
-    const auto cluster = book_.cluster_of(book_.at(id));
-    for (const auto& d : FabricProgrammer::daemons_of(cluster, id)) {
-      const auto held = fabric_.listed(d);
-      if (!held || std::ranges::count(*held, id) > 0) continue;
-      const std::string error = fabric_.install_on(d, id, control::job_toml(book_.at(id).config));
+  std::set<std::uint32_t> known;
+  for (const AdmittedJob& job : jobs) {
+    const std::uint32_t id = job.config.id;
+    known.insert(id);
+    for (const auto& d : FabricProgrammer::daemons_of(book_.cluster_of(job), id)) {
+      const auto& jobs_there = held[d.name];
+      if (!jobs_there || std::ranges::count(*jobs_there, id) > 0) continue;
+      const std::string error = fabric_.install_on(d, id, control::job_toml(job.config), budget());
       done.push_back("job " + std::to_string(id) + (error.empty() ? " put back on " + d.name
                                                                   : " not put back on " + d.name + ": " + error));
     }
   }
   for (const auto& d : FabricProgrammer::all_daemons(book_.fabric()))
-    for (std::uint32_t id : fabric_.listed(d).value_or(std::vector<std::uint32_t>{}))
-      if (book_.find(id) == nullptr && fabric_.remove_from(d, id))
+    for (std::uint32_t id : held[d.name].value_or(std::vector<std::uint32_t>{}))
+      if (!known.contains(id) && fabric_.remove_from(d, id, budget()))
         done.push_back("job " + std::to_string(id) + " (never answered) removed from " + d.name);
   return done;
 }

@@ -1,8 +1,10 @@
 #pragma once
 // The controller's gRPC service (controller.proto): admission, leases, removal and listing over
-// a JobBook, with the fabric programmed through a FabricProgrammer. One mutex serialises the
-// calls: they are rare (a job's start and end, a renewal every few seconds) and each touches
-// the whole fabric.
+// a JobBook, with the fabric programmed through a FabricProgrammer. Two locks: book_mutex_
+// guards the book and is never held while a daemon is asked anything, so renewals, listings and
+// lookups never wait on the network; fabric_mutex_ serialises the calls that change the fabric
+// (admission, removal, lease expiry, reconciling), each within kCallBudget: a call that cannot
+// get it, or a daemon that does not answer, in that time gets UNAVAILABLE.
 #include <mutex>
 #include <string>
 
@@ -21,6 +23,8 @@ struct ServiceOptions {
 
 class ControllerService final : public v1::Controller::Service {
  public:
+  static constexpr Duration kCallBudget = 5 * kSecond;
+
   ControllerService(JobBook book, ServiceOptions options);
 
   // After a restart: every recovered job is put back on the daemons that lost it (they were
@@ -41,11 +45,15 @@ class ControllerService final : public v1::Controller::Service {
   void require_operator(grpc::ServerContext* context) const;
   // The job, if the caller holds its credential or the operator's.
   const AdmittedJob& job_for(grpc::ServerContext* context, std::uint32_t id) const;
-  void remove(std::uint32_t id, const char* why);
-  void fill_status(const AdmittedJob& job, bool with_stats, v1::JobStatus* out);
+  // Takes fabric_mutex_ by `deadline`, or throws ControllerError (failed).
+  std::unique_lock<std::timed_mutex> lock_fabric(Time deadline);
+  void remove(std::uint32_t id, const char* why, Time deadline);
+  // Everything but the daemons' counters (which GetJob adds).
+  void fill_status(const AdmittedJob& job, v1::JobStatus* out) const;
   void save() const;
 
-  std::mutex mutex_;
+  std::mutex book_mutex_;
+  std::timed_mutex fabric_mutex_;
   JobBook book_;
   FabricProgrammer fabric_;
   ServiceOptions options_;

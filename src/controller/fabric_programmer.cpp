@@ -3,14 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include "controller/controller_error.h"
+#include "runtime/event_loop.h"
 #include "runtime/local_servers.h"
 
 namespace atp::controller {
 
-nlohmann::json FabricProgrammer::ask(const Daemon& d, nlohmann::json request) const {
+nlohmann::json FabricProgrammer::ask(const Daemon& d, nlohmann::json request, Time deadline) const {
   if (!secret_.empty()) request["secret"] = secret_;
   try {
-    return runtime::control_request(d.control, request);
+    const Time left = deadline - runtime::monotonic_now();
+    if (left <= 0) throw std::runtime_error("the call's time was up before asking");
+    return runtime::control_request(d.control, request, left);
   } catch (const std::exception& e) {
     return {{"ok", false}, {"error", std::string("no answer on ") + d.control + ": " + e.what()},
             {"unreachable", true}};
@@ -33,14 +36,14 @@ std::vector<Daemon> FabricProgrammer::daemons_of(const control::ClusterConfig& c
 }
 
 void FabricProgrammer::install(const control::ClusterConfig& cluster, std::uint32_t id,
-                               const std::string& job_toml) {
+                               const std::string& job_toml, Time deadline) {
   const auto daemons = daemons_of(cluster, id);
   for (std::size_t i = 0; i < daemons.size(); ++i) {
-    const auto reply = ask(daemons[i], {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}});
+    const auto reply = ask(daemons[i], {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}}, deadline);
     if (reply.value("ok", false)) continue;
     // The failing daemon too: one that timed out may have installed the job all the same.
     for (std::size_t k = 0; k <= i; ++k)
-      if (!remove_from(daemons[k], id) && k < i)
+      if (!remove_from(daemons[k], id, deadline) && k < i)
         spdlog::warn("controller: rolling job {} back: {} did not remove it (the next "
                      "reconcile will)", id, daemons[k].name);
     const bool unreachable = reply.contains("unreachable");
@@ -51,11 +54,11 @@ void FabricProgrammer::install(const control::ClusterConfig& cluster, std::uint3
 }
 
 std::vector<std::string> FabricProgrammer::uninstall(const control::ClusterConfig& cluster,
-                                                     std::uint32_t id) {
+                                                     std::uint32_t id, Time deadline) {
   std::vector<std::string> unreachable;
   auto daemons = daemons_of(cluster, id);
   for (auto it = daemons.rbegin(); it != daemons.rend(); ++it)
-    if (ask(*it, {{"cmd", "remove"}, {"job", id}}).contains("unreachable")) {
+    if (ask(*it, {{"cmd", "remove"}, {"job", id}}, deadline).contains("unreachable")) {
       spdlog::warn("controller: could not remove job {} from {}", id, it->name);
       unreachable.push_back(it->name);
     }
@@ -70,25 +73,26 @@ std::vector<Daemon> FabricProgrammer::all_daemons(const control::ClusterConfig& 
 }
 
 std::string FabricProgrammer::install_on(const Daemon& daemon, std::uint32_t id,
-                                         const std::string& job_toml) {
-  const auto reply = ask(daemon, {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}});
+                                         const std::string& job_toml, Time deadline) {
+  const auto reply = ask(daemon, {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}}, deadline);
   return reply.value("ok", false) ? "" : reply.value("error", std::string("no reason given"));
 }
 
-bool FabricProgrammer::remove_from(const Daemon& daemon, std::uint32_t id) {
-  return ask(daemon, {{"cmd", "remove"}, {"job", id}}).value("ok", false);
+bool FabricProgrammer::remove_from(const Daemon& daemon, std::uint32_t id, Time deadline) {
+  return ask(daemon, {{"cmd", "remove"}, {"job", id}}, deadline).value("ok", false);
 }
 
-std::optional<std::vector<std::uint32_t>> FabricProgrammer::listed(const Daemon& daemon) {
-  const auto reply = ask(daemon, {{"cmd", "list"}});
+std::optional<std::vector<std::uint32_t>> FabricProgrammer::listed(const Daemon& daemon, Time deadline) {
+  const auto reply = ask(daemon, {{"cmd", "list"}}, deadline);
   if (!reply.value("ok", false)) return std::nullopt;
   return reply.at("jobs").get<std::vector<std::uint32_t>>();
 }
 
-nlohmann::json FabricProgrammer::stats(const control::ClusterConfig& cluster, std::uint32_t id) {
+nlohmann::json FabricProgrammer::stats(const control::ClusterConfig& cluster, std::uint32_t id,
+                                       Time deadline) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& d : daemons_of(cluster, id)) {
-    const auto reply = ask(d, {{"cmd", "stats"}});
+    const auto reply = ask(d, {{"cmd", "stats"}}, deadline);
     const auto key = std::to_string(id);
     if (!reply.value("ok", false))
       out[d.name] = {{"error", reply.value("error", std::string("no answer"))}};

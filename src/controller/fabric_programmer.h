@@ -18,6 +18,8 @@ struct Daemon {
   std::string control;  // its control socket
 };
 
+// Every call takes a deadline (monotonic time): a daemon that is stopped or answers a byte at a
+// time counts as unreachable once it passes, so no call outlasts it by more than a connect.
 class FabricProgrammer {
  public:
   // `secret`: sent with every request, for daemons whose control is TCP (their secret).
@@ -29,21 +31,24 @@ class FabricProgrammer {
 
   // Installs the job on each daemon; if one refuses or does not answer, removes it from those
   // already done and throws ControllerError naming the daemon and its reason.
-  void install(const control::ClusterConfig& cluster, std::uint32_t id, const std::string& job_toml);
+  void install(const control::ClusterConfig& cluster, std::uint32_t id, const std::string& job_toml,
+               Time deadline);
   // Removes the job everywhere it is; returns what could not be reached (empty: all done).
-  std::vector<std::string> uninstall(const control::ClusterConfig& cluster, std::uint32_t id);
+  std::vector<std::string> uninstall(const control::ClusterConfig& cluster, std::uint32_t id,
+                                     Time deadline);
   static std::vector<Daemon> all_daemons(const control::ClusterConfig& fabric);
 
   // One daemon at a time, for reconciling after a restart. install_on returns the daemon's
   // error ("" when installed); listed its jobs (nullopt: no answer).
-  std::string install_on(const Daemon& daemon, std::uint32_t id, const std::string& job_toml);
-  bool remove_from(const Daemon& daemon, std::uint32_t id);
-  std::optional<std::vector<std::uint32_t>> listed(const Daemon& daemon);
+  std::string install_on(const Daemon& daemon, std::uint32_t id, const std::string& job_toml,
+                         Time deadline);
+  bool remove_from(const Daemon& daemon, std::uint32_t id, Time deadline);
+  std::optional<std::vector<std::uint32_t>> listed(const Daemon& daemon, Time deadline);
   // Each daemon's counters for the job: {"name": {...} or {"error": ...}}.
-  nlohmann::json stats(const control::ClusterConfig& cluster, std::uint32_t id);
+  nlohmann::json stats(const control::ClusterConfig& cluster, std::uint32_t id, Time deadline);
 
  private:
-  nlohmann::json ask(const Daemon& daemon, nlohmann::json request) const;
+  nlohmann::json ask(const Daemon& daemon, nlohmann::json request, Time deadline) const;
 
   std::string secret_;
 };

@@ -46,8 +46,13 @@ void PsDaemon::on_readable() {
     for (std::size_t i = 0; i < received_.size(); ++i) {
       // A CE mark (a queue before the PS, such as incast on its link) goes into the result.
       if (received_.congestion_experienced(i)) proto::mark_ecn(received_.packet(i));
-      ps_.on_packet(now, received_.packet(i), outbox_,
-                    book_.find(received_.from(i)).value_or(kUnknownNode));
+      // Whatever one datagram does, the PS goes on serving the others.
+      try {
+        ps_.on_packet(now, received_.packet(i), outbox_,
+                      book_.find(received_.from(i)).value_or(kUnknownNode));
+      } catch (const std::exception&) {
+        ++packets_failed_;
+      }
     }
     socket_.send(outbox_, book_, to_send_);
   }
@@ -62,7 +67,8 @@ nlohmann::json PsDaemon::stats() const {
     job["entries_in_use"] = ps_.entries_in_use(id);
   }
   nlohmann::json out = {{"ps", name_}, {"jobs", jobs},
-                        {"ip_ce_received", socket_.counters().congestion_experienced}};
+                        {"ip_ce_received", socket_.counters().congestion_experienced},
+                        {"packets_failed", packets_failed_}};
   engines::for_each_field(ps_.counters(), [&](const char* name, std::uint64_t v) { out[name] = v; });
   return out;
 }

@@ -40,6 +40,7 @@ class PsDaemon {
   runtime::ReceiveBatch received_{64, 65536};
   runtime::SendBatch to_send_;
   Outbox outbox_;
+  std::uint64_t packets_failed_ = 0;  // datagrams whose processing threw (dropped)
 };
 
 }  // namespace atp::daemons

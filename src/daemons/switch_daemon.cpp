@@ -23,6 +23,7 @@ SwitchDaemon::SwitchDaemon(const control::ClusterConfig& config, const std::stri
         shard->slices.reserve(job.job, {job.static_first, job.static_count});
         shard->pipeline.add_job(std::move(job));
       }
+  for (auto& shard : shards_) forget_unused_addresses(*shard);
 }
 
 SwitchDaemon::~SwitchDaemon() {
@@ -75,9 +76,13 @@ void SwitchDaemon::on_readable(Shard& s) {
         }
         // A stranger gets a port no job lists, so it may speak for none.
         const auto from = s.book.find(s.received.from(i));
-        const engines::Port port = from ? engines::port_of_node(*from) : kStrangerPort;
-        const engines::Verdict v = s.pipeline.process(packet, port, now, mark);
-        forward(s, v, packet);
+        const engines::Port port = from && *from < kStrangerPort ? engines::port_of_node(*from) : kStrangerPort;
+        // Whatever one datagram does, the switch goes on serving the others.
+        try {
+          forward(s, s.pipeline.process(packet, port, now, mark), packet);
+        } catch (const std::exception&) {
+          ++s.packets_failed;
+        }
       }
     }
     s.socket.send(s.to_send);
@@ -117,9 +122,18 @@ std::vector<std::uint32_t> SwitchDaemon::job_ids() const {
 void SwitchDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
   Shard& s = *shards_[cluster.thread_of(name_, job) % shards_.size()];
   std::lock_guard lock(s.mutex);
+  std::optional<engines::SwitchJob> entry;
   for (auto& j : cluster.switch_jobs(name_, s.book))
-    if (j.job == job) return install(s, std::move(j));
-  throw std::invalid_argument("job " + std::to_string(job) + " does not use switch '" + name_ + "'");
+    if (j.job == job) entry = std::move(j);
+  try {
+    if (!entry)
+      throw std::invalid_argument("job " + std::to_string(job) + " does not use switch '" + name_ + "'");
+    install(s, std::move(*entry));
+  } catch (...) {
+    forget_unused_addresses(s);  // the file named every job's members: keep only the installed
+    throw;
+  }
+  forget_unused_addresses(s);
 }
 
 // The entry as the file derives it, but for the static slice: the file cuts the pool among
@@ -157,16 +171,31 @@ bool SwitchDaemon::remove_job(std::uint32_t job) {
   if (s == nullptr) return false;
   std::lock_guard lock(s->mutex);
   s->slices.release(job);
-  return s->pipeline.remove_job(job);
+  const bool removed = s->pipeline.remove_job(job);
+  forget_unused_addresses(*s);
+  return removed;
+}
+
+// Admissions and removals would otherwise grow the book without end, until ids ran past the
+// port numbers a switch has (a datagram from such an address then had no port to arrive on).
+void SwitchDaemon::forget_unused_addresses(Shard& s) {
+  std::vector<NodeId> used;
+  for (std::uint32_t id : s.pipeline.jobs()) {
+    const engines::SwitchJob& job = *s.pipeline.job(id);
+    for (engines::Port p : job.downstream) used.push_back(engines::node_of_port(p));
+    for (engines::Port p : job.upstream) used.push_back(engines::node_of_port(p));
+  }
+  s.book.keep_only(used);
 }
 
 nlohmann::json SwitchDaemon::stats() const {
   nlohmann::json jobs = nlohmann::json::object();
   engines::SwitchCounters totals;
-  std::uint64_t in_use = 0, ce_received = 0;
+  std::uint64_t in_use = 0, ce_received = 0, failed = 0;
   for (const auto& s : shards_) {
     std::lock_guard lock(s->mutex);
     ce_received += s->ip_ce_received;
+    failed += s->packets_failed;
     for (std::uint32_t id : s->pipeline.jobs()) {
       nlohmann::json& job = jobs[std::to_string(id)];
       engines::for_each_field(*s->pipeline.job_counters(id),
@@ -179,6 +208,7 @@ nlohmann::json SwitchDaemon::stats() const {
   }
   nlohmann::json out = {{"switch", name_}, {"threads", shards_.size()},
                         {"aggregators_in_use", in_use}, {"ip_ce_received", ce_received},
+                        {"packets_failed", failed},
                         {"jobs", jobs}};
   engines::for_each_field(totals, [&](const char* name, std::uint64_t v) { out[name] = v; });
   return out;

@@ -28,6 +28,8 @@ class SwitchDaemon {
   void attach(runtime::EventLoop& loop);
   nlohmann::json stats() const;
   const runtime::Endpoint& address() const { return address_; }
+  // Where shard 0 listens (the address with the port the kernel chose for port 0).
+  runtime::Endpoint bound_address() const { return shards_[0]->socket.local(); }
   const std::string& name() const { return name_; }
   // The cluster file it was started from: the fabric the controller's jobs are read over.
   const control::ClusterConfig& fabric() const { return fabric_; }
@@ -53,6 +55,7 @@ class SwitchDaemon {
     runtime::ReceiveBatch received{64, 65536};
     runtime::SendBatch to_send;
     std::uint64_t ip_ce_received = 0;  // datagrams that arrived marked CE
+    std::uint64_t packets_failed = 0;  // datagrams whose processing threw (dropped)
     runtime::EventLoop own_loop;  // shards 1..N-1
     std::thread thread;
   };
@@ -61,6 +64,7 @@ class SwitchDaemon {
   void forward(Shard& shard, const engines::Verdict& v, std::span<const std::uint8_t> packet);
   void install(Shard& shard, engines::SwitchJob job);
   Shard* shard_of_job(std::uint32_t job) const;
+  void forget_unused_addresses(Shard& shard);
 
   control::ClusterConfig fabric_;
   std::string name_;

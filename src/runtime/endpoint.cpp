@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <charconv>
+#include <functional>
 #include <stdexcept>
 
 namespace atp::runtime {
@@ -46,9 +48,34 @@ std::string Endpoint::str() const {
 }
 
 NodeId AddressBook::id_of(const Endpoint& e) {
-  auto [it, inserted] = ids_.try_emplace(e.key(), static_cast<NodeId>(endpoints_.size()));
-  if (inserted) endpoints_.push_back(e);
-  return it->second;
+  if (auto it = ids_.find(e.key()); it != ids_.end()) return it->second;
+  NodeId id;
+  if (free_ids_.empty()) {
+    id = static_cast<NodeId>(endpoints_.size());
+    endpoints_.push_back(e);
+  } else {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+    endpoints_[id] = e;
+  }
+  ids_.emplace(e.key(), id);
+  return id;
+}
+
+void AddressBook::keep_only(const std::vector<NodeId>& kept) {
+  std::vector<bool> keep(endpoints_.size(), false);
+  for (NodeId id : kept)
+    if (id < keep.size()) keep[id] = true;
+  for (auto it = ids_.begin(); it != ids_.end();) {
+    if (keep[it->second]) {
+      ++it;
+      continue;
+    }
+    free_ids_.push_back(it->second);
+    it = ids_.erase(it);
+  }
+  // Lowest ids first: ids stay dense, and below the switch's port limit.
+  std::sort(free_ids_.begin(), free_ids_.end(), std::greater<>());
 }
 
 std::optional<NodeId> AddressBook::find(const Endpoint& e) const {

@@ -28,17 +28,22 @@ struct Endpoint {
   bool operator==(const Endpoint&) const = default;
 };
 
-// NodeIds for endpoints, handed out in order of first sight.
+// NodeIds for endpoints, handed out in order of first sight; the ids of forgotten endpoints are
+// handed out again, so a book that lives as long as a daemon stays as small as what it serves.
 class AddressBook {
  public:
   NodeId id_of(const Endpoint& e);
   std::optional<NodeId> find(const Endpoint& e) const;
   const Endpoint& endpoint(NodeId id) const { return endpoints_[id]; }
-  std::size_t size() const { return endpoints_.size(); }
+  // Endpoints known now.
+  std::size_t size() const { return ids_.size(); }
+  // Forgets every endpoint whose id is not in `kept` (ids not in the book are ignored).
+  void keep_only(const std::vector<NodeId>& kept);
 
  private:
-  std::vector<Endpoint> endpoints_;
+  std::vector<Endpoint> endpoints_;  // by id; a forgotten id's entry is stale until reused
   std::unordered_map<std::uint64_t, NodeId> ids_;
+  std::vector<NodeId> free_ids_;
 };
 
 }  // namespace atp::runtime

@@ -47,11 +47,50 @@ EventLoop::~EventLoop() {
 }
 
 void EventLoop::watch(int fd, Callback on_readable) {
-  watched_.emplace_back(fd, std::move(on_readable));
+  std::uint32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<std::uint32_t>(watched_.size());
+    watched_.emplace_back();
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  Watched& w = watched_[slot];
+  w.fd = fd;
+  w.on_readable = std::move(on_readable);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = watched_.size() - 1;  // index into watched_
-  check(::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev), "epoll_ctl");
+  ev.data.u64 = (std::uint64_t{w.generation} << 32) | slot;
+  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    const int e = errno;
+    unwatch_slot(slot);
+    throw std::system_error(e, std::generic_category(), "epoll_ctl");
+  }
+}
+
+void EventLoop::unwatch(int fd) {
+  for (std::uint32_t slot = 0; slot < watched_.size(); ++slot)
+    if (watched_[slot].fd == fd) {
+      ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+      unwatch_slot(slot);
+      return;
+    }
+}
+
+void EventLoop::unwatch_slot(std::uint32_t slot) {
+  Watched& w = watched_[slot];
+  w.fd = -1;
+  w.on_readable = nullptr;
+  ++w.generation;
+  free_slots_.push_back(slot);
+}
+
+void EventLoop::dispatch(std::uint64_t event) {
+  const auto slot = static_cast<std::uint32_t>(event);
+  if (slot >= watched_.size() || watched_[slot].generation != event >> 32) return;
+  // A copy: the callback may unwatch (and so destroy) itself.
+  const Callback on_readable = watched_[slot].on_readable;
+  if (on_readable) on_readable();
 }
 
 int EventLoop::add_timer(Callback on_fire) {
@@ -117,7 +156,7 @@ void EventLoop::run() {
   while (!stopping_) {
     const int n = ::epoll_wait(epoll_, events, 64, 200);
     if (n < 0 && errno != EINTR) check(n, "epoll_wait");
-    for (int i = 0; i < n && !stopping_; ++i) watched_[events[i].data.u64].second();
+    for (int i = 0; i < n && !stopping_; ++i) dispatch(events[i].data.u64);
   }
 }
 

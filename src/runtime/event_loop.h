@@ -2,6 +2,7 @@
 // A single-threaded epoll loop: readable file descriptors, one-shot timers (timerfd, on
 // CLOCK_MONOTONIC), a wake-up from other threads (eventfd) and SIGINT/SIGTERM (signalfd).
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -22,6 +23,9 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   void watch(int fd, Callback on_readable);
+  // Stops watching `fd` (before the caller closes it). Events already read for it this round
+  // are dropped, even if its slot is taken again meanwhile.
+  void unwatch(int fd);
   // A timer that calls `on_fire` once at each time given to arm().
   int add_timer(Callback on_fire);
   void arm(int timer, Time at);
@@ -38,8 +42,17 @@ class EventLoop {
   bool stopped_by_signal() const { return signalled_; }
 
  private:
+  void unwatch_slot(std::uint32_t slot);
+  void dispatch(std::uint64_t event);
+
   int epoll_ = -1, signal_fd_ = -1, wake_fd_ = -1;
-  std::vector<std::pair<int, Callback>> watched_;
+  struct Watched {
+    int fd = -1;
+    std::uint32_t generation = 0;  // tells a reused slot from the one an old event names
+    Callback on_readable;
+  };
+  std::vector<Watched> watched_;
+  std::vector<std::uint32_t> free_slots_;
   std::vector<std::pair<int, Callback>> timers_;  // timerfd, callback
   Callback on_wake_;
   std::atomic<bool> stopping_{false};

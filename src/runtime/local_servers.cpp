@@ -4,12 +4,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -24,40 +25,28 @@ namespace {
   throw std::system_error(errno, std::generic_category(), what);
 }
 
-// These servers share the daemon's loop with packets, so a client gets a bounded slice of it:
-// the request must arrive within kBudgetMs in all (requests are one short line), and the answer
-// is written without waiting for a slow reader.
-constexpr int kBudgetMs = 20;
-constexpr std::size_t kMaxRequest = 256 << 10;  // an admission of 1024 workers fits
-
-std::string read_request(int fd) {
-  std::string data;
-  char buffer[4096];
-  const Time deadline = monotonic_now() + kBudgetMs * kMillisecond;
-  while (data.find('\n') == std::string::npos && data.size() < kMaxRequest) {
-    const Time left = deadline - monotonic_now();
-    if (left <= 0) break;
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left / kMillisecond) + 1) <= 0) break;
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0) break;
-    data.append(buffer, static_cast<std::size_t>(n));
-  }
-  return data;
-}
-
-// MSG_NOSIGNAL: a client that hung up must not kill the daemon with SIGPIPE.
-void write_all(int fd, const std::string& data, int flags) {
+// Writes what the socket takes now: a client that does not read its answer must not hold the
+// loop (MSG_NOSIGNAL: one that hung up must not kill the daemon with SIGPIPE either).
+void answer_without_waiting(int fd, const std::string& data) {
   std::size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | flags);
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n <= 0) return;
     done += static_cast<std::size_t>(n);
   }
 }
 
-// The socket is non-blocking: an answer that does not fit the kernel buffer is cut short.
-void answer(int client, const std::string& data) { write_all(client, data, MSG_DONTWAIT); }
+// Waits until `fd` is ready for `events` or `deadline` passes (false).
+bool wait_until(int fd, short events, Time deadline) {
+  for (;;) {
+    const Time left = deadline - monotonic_now();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, static_cast<int>((left + kMillisecond - 1) / kMillisecond));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
 
 sockaddr_un unix_address(const std::string& path) {
   sockaddr_un a{};
@@ -95,98 +84,175 @@ int stream_socket(const std::string& address, sockaddr_storage& to, socklen_t& l
 
 }  // namespace
 
-ControlSocket::ControlSocket(EventLoop& loop, std::string path, Handler handler)
-    : path_(std::move(path)), handler_(std::move(handler)) {
+RequestServer::RequestServer(EventLoop& loop, int listen_fd, Respond respond)
+    : loop_(loop), fd_(listen_fd), respond_(std::move(respond)) {
+  expiry_timer_ = loop_.add_timer([this] { close_expired(); });
+  loop_.watch(fd_, [this] { accept_clients(); });
+}
+
+RequestServer::~RequestServer() {
+  loop_.disarm(expiry_timer_);
+  while (!clients_.empty()) close_client(clients_.begin()->first);
+  loop_.unwatch(fd_);
+  ::close(fd_);
+}
+
+void RequestServer::accept_clients() {
+  for (;;) {
+    const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) break;
+    if (clients_.size() >= kMaxClients) {  // the oldest is the likeliest to be stuck
+      auto oldest = std::min_element(clients_.begin(), clients_.end(), [](const auto& a, const auto& b) {
+        return a.second.deadline < b.second.deadline;
+      });
+      close_client(oldest->first);
+    }
+    clients_[fd].deadline = monotonic_now() + kRequestBudget;
+    loop_.watch(fd, [this, fd] { on_client(fd); });
+  }
+  arm_expiry();
+}
+
+void RequestServer::on_client(int fd) {
+  const auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  std::string& request = it->second.request;
+  char buffer[4096];
+  const ssize_t n = ::read(fd, buffer, sizeof buffer);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n > 0) request.append(buffer, static_cast<std::size_t>(n));
+  const bool whole = n == 0 || request.find('\n') != std::string::npos;
+  if (n < 0 || (!whole && request.size() < kMaxRequestBytes)) {
+    if (n < 0) close_client(fd);
+    return;
+  }
+  if (request.size() > kMaxRequestBytes) request.resize(kMaxRequestBytes);
+  answer_without_waiting(fd, respond_(request));
+  close_client(fd);
+}
+
+void RequestServer::close_client(int fd) {
+  loop_.unwatch(fd);
+  ::close(fd);
+  clients_.erase(fd);
+}
+
+void RequestServer::close_expired() {
+  const Time now = monotonic_now();
+  for (auto it = clients_.begin(); it != clients_.end();) {
+    const int fd = (it++)->first;
+    if (clients_.at(fd).deadline <= now) close_client(fd);
+  }
+  arm_expiry();
+}
+
+void RequestServer::arm_expiry() {
+  if (clients_.empty()) return loop_.disarm(expiry_timer_);
+  Time first = clients_.begin()->second.deadline;
+  for (const auto& [fd, c] : clients_) first = std::min(first, c.deadline);
+  loop_.arm(expiry_timer_, first);
+}
+
+ControlSocket::ControlSocket(EventLoop& loop, std::string path, Handler handler) : path_(std::move(path)) {
   sockaddr_storage a;
   socklen_t length = 0;
-  fd_ = stream_socket(path_, a, length);
+  const int fd = stream_socket(path_, a, length);
   const bool tcp = a.ss_family == AF_INET;
   const int one = 1;
-  if (tcp) ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (tcp) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   else ::unlink(path_.c_str());
-  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&a), length) != 0 || ::listen(fd_, 16) != 0) {
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), length) != 0 || ::listen(fd, 64) != 0 ||
+      ::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
     const int e = errno;
-    ::close(fd_);
+    ::close(fd);
     throw std::system_error(e, std::generic_category(), "control socket " + path_);
   }
-  loop.watch(fd_, [this] { on_connection(); });
+  server_ = std::make_unique<RequestServer>(
+      loop, fd, [handler = std::move(handler)](const std::string& r) { return answer(handler, r); });
 }
 
 ControlSocket::~ControlSocket() {
-  ::close(fd_);
+  server_.reset();
   if (!tcp_address(path_)) ::unlink(path_.c_str());
 }
 
-void ControlSocket::on_connection() {
-  const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (client < 0) return;
+std::string ControlSocket::answer(const Handler& handler, const std::string& request) {
   nlohmann::json reply;
   try {
-    reply = handler_(nlohmann::json::parse(read_request(client)));
+    reply = handler(nlohmann::json::parse(request));
   } catch (const std::exception& e) {
     reply = {{"ok", false}, {"error", e.what()}};
   }
-  answer(client, reply.dump() + "\n");
-  ::close(client);
+  // A request's bytes come back in error messages (a parse error quotes them, a handler names
+  // what it did not know): bytes that are not UTF-8 become U+FFFD rather than an exception.
+  return reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-nlohmann::json control_request(const std::string& path, const nlohmann::json& request) {
+nlohmann::json control_request(const std::string& path, const nlohmann::json& request, Time budget) {
+  const Time deadline = monotonic_now() + budget;
   sockaddr_storage a;
   socklen_t length = 0;
   const int fd = stream_socket(path, a, length);
-  // A daemon that stopped (SIGSTOP, a hung host) must not hang its caller (the controller):
-  // Linux bounds connect() by the send timeout too (a full backlog, a SYN nobody answers).
-  const timeval patience{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), length) != 0) {
-    const int e = errno;
+  auto give_up = [&](const std::string& what, int e) {
     ::close(fd);
-    throw std::system_error(e, std::generic_category(), "connect " + path);
+    throw std::system_error(e, std::generic_category(), what + " " + path);
+  };
+  ::fcntl(fd, F_SETFL, O_NONBLOCK);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), length) != 0) {
+    if (errno != EINPROGRESS && errno != EAGAIN) give_up("connect", errno);
+    if (!wait_until(fd, POLLOUT, deadline)) give_up("connect (no answer in time)", ETIMEDOUT);
+    int error = 0;
+    socklen_t size = sizeof error;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+    if (error != 0) give_up("connect", error);
   }
-  write_all(fd, request.dump() + "\n", 0);
+  const std::string line = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  for (std::size_t done = 0; done < line.size();) {
+    if (!wait_until(fd, POLLOUT, deadline)) give_up("send (no room in time)", ETIMEDOUT);
+    const ssize_t n = ::send(fd, line.data() + done, line.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno != EAGAIN && errno != EINTR) give_up("send", errno);
+    if (n > 0) done += static_cast<std::size_t>(n);
+  }
   std::string reply;
   char buffer[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) reply.append(buffer, static_cast<std::size_t>(n));
+  for (;;) {
+    if (!wait_until(fd, POLLIN, deadline)) give_up("no whole answer in time from", ETIMEDOUT);
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0 && errno != EAGAIN && errno != EINTR) give_up("read", errno);
+    if (n > 0) reply.append(buffer, static_cast<std::size_t>(n));
+  }
   ::close(fd);
   return nlohmann::json::parse(reply);
 }
 
 MetricsServer::MetricsServer(EventLoop& loop, const std::string& address, std::uint16_t port,
-                             Render render)
-    : render_(std::move(render)) {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd_ < 0) fail("socket");
+                             Render render) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) fail("socket");
   const int one = 1;
-  ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1 ||
-      ::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0) {
+      ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 64) != 0) {
     const int e = errno;
-    ::close(fd_);
+    ::close(fd);
     throw std::system_error(e, std::generic_category(),
                             "metrics on " + address + ":" + std::to_string(port));
   }
   socklen_t len = sizeof a;
-  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   port_ = ntohs(a.sin_port);
-  loop.watch(fd_, [this] { on_connection(); });
+  server_ = std::make_unique<RequestServer>(loop, fd, [render = std::move(render)](const std::string&) {
+    const std::string body = render();
+    return "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  });
 }
 
-MetricsServer::~MetricsServer() { ::close(fd_); }
-
-void MetricsServer::on_connection() {
-  const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (client < 0) return;
-  read_request(client);
-  const std::string body = render_();
-  answer(client, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\n\r\n" + body);
-  ::close(client);
-}
+MetricsServer::~MetricsServer() = default;
 
 std::string prometheus_text(const std::string& kind, const std::string& name,
                             const nlohmann::json& stats) {

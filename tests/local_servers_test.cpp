@@ -1,0 +1,154 @@
+// The control socket shares a daemon's loop with its packets: no request, however malformed,
+// slow or silent, may end the daemon or hold the loop; and asking a daemon that is stopped or
+// answers a byte at a time costs the caller its budget, not more.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "runtime/local_servers.h"
+
+namespace atp::runtime {
+namespace {
+
+int connect_unix(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strcpy(a.sun_path, path.c_str());
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server has answered or closed `fd` (it is readable), without waiting.
+bool answered_or_closed(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+// A control socket on its own loop thread whose handler names the command it did not know, as
+// the daemons' handler does.
+class Served {
+ public:
+  explicit Served(std::string path) : path_(std::move(path)) {
+    control_.emplace(loop_, path_, [](const nlohmann::json& r) {
+      const std::string cmd = r.value("cmd", "");
+      if (cmd == "ping") return nlohmann::json{{"ok", true}};
+      return nlohmann::json{{"ok", false}, {"error", "unknown command '" + cmd + "'"}};
+    });
+    loop_.on_wake([] {});
+    thread_ = std::thread([this] { loop_.run(); });
+  }
+  ~Served() {
+    loop_.stop();
+    loop_.wake();
+    thread_.join();
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  EventLoop loop_;
+  std::optional<ControlSocket> control_;
+  std::thread thread_;
+};
+
+// A request with a byte that is not UTF-8 came back in the error message, whose serialisation
+// threw outside the handler's try: the daemon exited.
+TEST(ControlSocket, BytesThatAreNotUtf8GetAnErrorAndTheDaemonGoesOn) {
+  Served served("/tmp/atp-test-utf8.sock");
+  for (const std::string bad : std::vector<std::string>{"{\"cmd\":\"\xff\"}\n", "\xfe\xff{\n", "{\"cmd\":\"\xc3\"}\n"}) {
+    const int fd = connect_unix(served.path());
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::send(fd, bad.data(), bad.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bad.size()));
+    std::string reply;
+    char buffer[512];
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) reply.append(buffer, static_cast<std::size_t>(n));
+    ::close(fd);
+    const auto answer = nlohmann::json::parse(reply);  // valid JSON (and so valid UTF-8)
+    EXPECT_FALSE(answer.at("ok").get<bool>());
+  }
+  EXPECT_TRUE(control_request(served.path(), {{"cmd", "ping"}}).at("ok").get<bool>());
+}
+
+// Slow-loris: each idle connection once held the loop for 20 ms, in turn, so a handful
+// reconnecting starved the packets sharing it. Now a request is answered while idle clients
+// wait, untouched, until their own budget ends.
+TEST(ControlSocket, IdleAndTricklingClientsNeitherHoldTheLoopNorShutOthersOut) {
+  Served served("/tmp/atp-test-loris.sock");
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) idle.push_back(connect_unix(served.path()));
+  const int trickling = connect_unix(served.path());
+  ASSERT_GE(trickling, 0);
+  ASSERT_EQ(::send(trickling, "{", 1, MSG_NOSIGNAL), 1);
+  EXPECT_TRUE(control_request(served.path(), {{"cmd", "ping"}}).at("ok").get<bool>());
+  // Answered before the clients that came first and sent nothing: they were not waited for.
+  EXPECT_FALSE(answered_or_closed(idle.back()));
+  EXPECT_FALSE(answered_or_closed(trickling));
+  // At most RequestServer::kMaxClients stay open: the oldest were closed to make room.
+  std::size_t closed = 0;
+  for (int fd : idle) closed += answered_or_closed(fd);
+  EXPECT_GE(closed, idle.size() + 1 - RequestServer::kMaxClients);
+  // Once its budget is over, every client is closed.
+  for (int fd : idle) {
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 10'000), 1);
+    ::close(fd);
+  }
+  ::close(trickling);
+}
+
+// A peer that accepts and then answers one byte at a time, until told to stop.
+class Trickler {
+ public:
+  explicit Trickler(std::string path) : path_(std::move(path)) {
+    ::unlink(path_.c_str());
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path_.c_str());
+    ::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 4);
+    thread_ = std::thread([this] {
+      const int client = ::accept(fd_, nullptr, nullptr);
+      while (!stop_) {
+        ::send(client, " ", 1, MSG_NOSIGNAL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      ::close(client);
+    });
+  }
+  ~Trickler() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  bool stopped() const { return stop_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// A peer trickling a byte every few seconds once held control_request (and with it every
+// controller call) for as long as it liked: each read had its own time-out.
+TEST(ControlRequest, APeerThatTricklesCostsTheCallerItsBudgetOnly) {
+  Trickler trickler("/tmp/atp-test-trickler.sock");
+  EXPECT_THROW(control_request("/tmp/atp-test-trickler.sock", {{"cmd", "list"}}, 300 * kMillisecond),
+               std::system_error);
+  EXPECT_FALSE(trickler.stopped());
+}
+
+}  // namespace
+}  // namespace atp::runtime
