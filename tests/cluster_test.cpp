@@ -2,6 +2,8 @@
 // simulator: every result of every worker must equal the exact sum, bit for bit.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -366,6 +368,28 @@ TEST(Cluster, NegativeOrNonFiniteDelaysAndRatesAreRefusedByName) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--delay-us"), std::string::npos) << e.what();
   }
+}
+
+// A timeout shorter than any round trip resent every fragment for ever (`--min-rto-us 0.001`
+// ran without end), and a pool of 4 billion aggregators tried to take terabytes: both refused
+// by name before anything runs.
+TEST(Cluster, ValuesThatCannotMakeProgressAreRefusedByName) {
+  for (const auto& [set, name] : std::vector<std::pair<std::function<void(Scenario&)>, std::string>>{
+           {[](Scenario& s) { s.min_rto_us = 0.001; }, "--min-rto-us"},
+           {[](Scenario& s) { s.delay_us = 100, s.min_rto_us = 500; }, "--min-rto-us"},
+           {[](Scenario& s) { s.aggregators = 4'000'000'000u; }, "--aggregators"}}) {
+    Scenario s = small();
+    set(s);
+    try {
+      to_cluster_spec(s);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+  Scenario fine = small();
+  fine.min_rto_us = 50;  // above the round trip of small()'s links
+  EXPECT_NO_THROW(to_cluster_spec(fine));
 }
 
 // ---- One derivation: the simulator runs a cluster file's own topology, and installs on each

@@ -11,9 +11,13 @@
 
 #include <atomic>
 #include <cstring>
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
+#include "control/private_file.h"
 #include "controller/controller_client.h"
 #include "controller/controller_service.h"
 #include "daemons/control_requests.h"
@@ -120,6 +124,8 @@ TEST(JobBook, RefusesWhatDoesNotFitWithTheReason) {
   r = two_workers(7000);
   r.terms.window = 48;
   EXPECT_NE(refusal(r).find("power of two"), std::string::npos);
+  r.terms.window = 1u << 20;  // its PS would allocate ~730 MB on its packet loop
+  EXPECT_NE(refusal(r).find("--max-window"), std::string::npos);
   r.terms.window = 0;
   r.terms.parameter_servers = 3;
   EXPECT_NE(refusal(r).find("parameter servers"), std::string::npos);
@@ -174,6 +180,29 @@ TEST(JobBook, LeasesLapseUnlessRenewedAndStateSurvivesARestart) {
   EXPECT_EQ(restarted.find(id)->config.token, book.find(id)->config.token);
   EXPECT_TRUE(restarted.expired(109 * kSecond).empty());  // a full lease from the restart
   EXPECT_NE(restarted.prepare(two_workers(7200), 100 * kSecond).config.id, id);
+}
+
+// `atp job admit --cluster-out F` once wrote the job's token into F as the umask made it (0644
+// here) and only then took the mode back: a reader who opened F meanwhile, or held an older F
+// open, kept reading. Now the token goes into a new file that is 0600 from its first byte.
+TEST(PrivateFile, ASecretNeverLandsInAFileOthersCouldOpen) {
+  const std::string path = ::testing::TempDir() + "/private-file-test.toml";
+  { std::ofstream(path) << "old\n"; }
+  std::filesystem::permissions(path, std::filesystem::perms::all);
+  std::ifstream held(path);  // another user's reader, opened before
+  const mode_t old_mask = ::umask(0);
+  control::write_private_file(path, "token = 123\n");
+  ::umask(old_mask);
+  std::string line;
+  std::getline(held, line);
+  EXPECT_EQ(line, "old");  // the file they held never saw the secret
+  EXPECT_EQ(std::filesystem::status(path).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::ifstream fresh(path);
+  std::getline(fresh, line);
+  EXPECT_EQ(line, "token = 123");
+  for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir()))
+    EXPECT_EQ(e.path().string().find("private-file-test.toml.tmp"), std::string::npos) << e.path();
 }
 
 // The daemons of the fabric, serving their control sockets on one event loop thread.

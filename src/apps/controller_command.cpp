@@ -22,7 +22,8 @@ struct ControllerOptions {
   std::string fabric, listen = "127.0.0.1:50051", state, operator_file, admit_file, port_file;
   std::string tls_cert, tls_key, daemon_secret_file;
   std::string log_level = "info";
-  unsigned default_lease_s = 30, max_lease_s = 3600, static_share = 4, check_every_s = 5;
+  unsigned default_lease_s = 30, max_lease_s = 3600, static_share = 4, check_every_s = 5,
+           max_window = 4096;
 };
 
 std::string read_file(const std::string& path) {
@@ -49,6 +50,7 @@ void serve(const ControllerOptions& o) {
   limits.default_lease = Duration{o.default_lease_s} * kSecond;
   limits.max_lease = Duration{o.max_lease_s} * kSecond;
   limits.static_share = o.static_share;
+  limits.max_window = o.max_window;
   controller::JobBook book(read_file(o.fabric), o.fabric, limits);
   if (!o.state.empty()) book.load(o.state, runtime::monotonic_now());
   const std::size_t recovered = book.ids().size();
@@ -115,6 +117,9 @@ void add_controller_command(CLI::App& app) {
   c->add_option("--static-share", o.static_share,
                 "Static policy: a job naming no slice gets 1/N of each switch thread's pool")
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  c->add_option("--max-window", o.max_window,
+                "Largest window a job may ask for (its PSs allocate state for it at admission)")
+      ->capture_default_str()->check(CLI::Range(1u, 1u << 20));
   c->add_option("--check-every-s", o.check_every_s,
                 "Re-check that every daemon holds its jobs this often (a restarted one gets them back)")
       ->capture_default_str()->check(CLI::Range(1u, 3600u));

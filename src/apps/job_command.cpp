@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "control/private_file.h"
 #include "controller/controller_client.h"
 
 namespace atp::apps {
@@ -90,10 +91,7 @@ void admit(const JobOptions& o) {
   nlohmann::json out = {{"job", a.job_id()}, {"credential", a.credential()}, {"run", a.run()},
                         {"lease_seconds", a.lease_seconds()}};
   if (!o.cluster_out.empty()) {
-    std::ofstream(o.cluster_out) << a.cluster_toml();
-    // It holds the job's token: readable by its owner only.
-    std::filesystem::permissions(o.cluster_out, std::filesystem::perms::owner_read |
-                                                    std::filesystem::perms::owner_write);
+    control::write_private_file(o.cluster_out, a.cluster_toml());  // it holds the job's token
     out["cluster_file"] = o.cluster_out;
   }
   std::cout << out.dump() << std::endl;

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "control/private_file.h"
 #include "engines/switch/switch_tables.h"
 
 namespace atp::controller {
@@ -64,6 +65,9 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
   j.token = static_cast<std::uint32_t>(std::random_device{}());
   j.workers = r.workers;
   j.window = r.terms.window ? r.terms.window : j.window;
+  if (j.window > limits_.max_window)
+    throw ControllerError(Kind::refused, "window " + std::to_string(j.window) + " is above this controller's limit of " +
+                                             std::to_string(limits_.max_window) + " (--max-window)");
   j.values_per_packet = r.terms.values_per_packet ? static_cast<std::uint16_t>(std::min<std::uint32_t>(
                                                   r.terms.values_per_packet, 0xFFFF))
                                             : default_values_per_packet(r);
@@ -185,22 +189,10 @@ void JobBook::save(const std::string& path) const {
   for (const auto& [id, job] : jobs_)
     state["jobs"].push_back({{"job_toml", control::job_toml(job.config)}, {"name", job.name},
                              {"credential", job.credential}, {"lease_ms", job.lease / kMillisecond}});
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw std::runtime_error("cannot write " + tmp);
-  const std::string text = state.dump(2) + "\n";
-  const bool written = ::fchmod(fd, 0600) == 0 &&  // a leftover .tmp keeps its own mode
-                       ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
-  ::close(fd);
-  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot write the controller state to " + path);
-  // The rename itself must survive a crash: an answered admission is never forgotten.
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
+  try {
+    control::write_private_file(path, state.dump(2) + "\n");
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("the controller state: ") + e.what());
   }
 }
 

@@ -40,6 +40,9 @@ struct Limits {
   std::size_t max_jobs = 1024;
   std::size_t max_workers = 1024;
   std::uint32_t static_share = 4;  // a job naming no static slice gets 1/this of a switch thread
+  // A job's window sizes the state each of its PSs allocates at admission (per seq of the ring,
+  // K values each): 2^20 took ~730 MB and stalled the PS's packet loop for seconds.
+  std::uint32_t max_window = 4096;
 };
 
 class JobBook {

@@ -57,6 +57,9 @@ std::string Scenario::model_options() const {
 
 namespace {
 
+// What the simulated switches' registers may take of this machine's memory in all.
+constexpr std::uint64_t kMaxRegisterBytes = std::uint64_t{8} << 30;
+
 // Bytes of each tensor a job allreduces per iteration, without a model.
 std::vector<std::uint64_t> tensor_bytes_of(const Scenario& s) {
   return s.layer_bytes.empty() ? std::vector<std::uint64_t>{s.tensor_bytes} : s.layer_bytes;
@@ -173,6 +176,12 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   spec.pool_size = s.aggregators;
   if (spec.pool_size == 0 && spec.policy != engines::Policy::none)
     bad("--aggregators must be at least 1 (or use --policy none)");
+  // Every switch holds the pool's registers: K values and a few words of state per aggregator.
+  const double register_bytes = double(s.racks + 1) * s.aggregators * (4.0 * s.values_per_packet + 32);
+  if (register_bytes > kMaxRegisterBytes)
+    bad(fmt::format("--aggregators {} would need {:.1f} GiB of switch registers over {} switches "
+                    "(at most {} GiB)", s.aggregators, register_bytes / (1 << 30), s.racks + 1,
+                    kMaxRegisterBytes >> 30));
   spec.parameter_servers = static_cast<std::uint8_t>(s.parameter_servers);
   spec.seed = s.seed;
   spec.time_limit = static_cast<Duration>(s.time_limit_s * kSecond);
@@ -192,6 +201,13 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
     spec.first_worker_link->loss = 1 - (1 - s.loss) * (1 - s.loss_one_worker);
   }
 
+  // A timer shorter than the path's bare round trip (worker, rack, spine, PS and back: six
+  // links) fires before any result can arrive: every fragment is resent, forever.
+  const double round_trip_us = std::max(1.0, 6 * s.delay_us);
+  if (s.min_rto_us > 0 && s.min_rto_us < round_trip_us)
+    bad(fmt::format("--min-rto-us {} is below the path's round trip ({} us: six links of "
+                    "--delay-us): every fragment would time out before its result could arrive",
+                    s.min_rto_us, round_trip_us));
   // Timers scaled to the path: a few round trips of the slowest plausible queue.
   spec.worker_defaults.min_rto =
       s.min_rto_us > 0 ? static_cast<Duration>(s.min_rto_us * kMicrosecond)
