@@ -4,15 +4,9 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cstring>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -25,6 +19,7 @@
 #include "daemons/switch_daemon.h"
 #include "engines/switch/switch_tables.h"
 #include "runtime/local_servers.h"
+#include "stuck_peer.h"
 
 namespace atp::controller {
 namespace {
@@ -430,47 +425,6 @@ TEST(ControllerService, ARestartedControllerKeepsItsJobsAndARestartedDaemonGetsT
   EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});
 }
 
-// A daemon that takes connections and never answers (SIGSTOPped), or answers a byte at a time.
-class StuckDaemon {
- public:
-  StuckDaemon(std::string path, bool trickle) : path_(std::move(path)) {
-    ::unlink(path_.c_str());
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strcpy(a.sun_path, path_.c_str());
-    ::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a);
-    ::listen(fd_, 16);
-    thread_ = std::thread([this, trickle] {
-      std::vector<int> clients;
-      while (!stop_) {
-        pollfd p{fd_, POLLIN, 0};
-        if (::poll(&p, 1, 50) > 0) {
-          clients.push_back(::accept(fd_, nullptr, nullptr));
-          ++accepted_;
-        }
-        if (trickle)
-          for (int c : clients) ::send(c, " ", 1, MSG_NOSIGNAL);
-      }
-      for (int c : clients) ::close(c);
-    });
-  }
-  ~StuckDaemon() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-    ::unlink(path_.c_str());
-  }
-  int accepted() const { return accepted_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> accepted_{0};
-  std::thread thread_;
-};
-
 // The controller once held one lock across every daemon request: a stopped PS made every
 // tenant's RenewLease wait for it (30 s), and a PS answering a byte at a time held every call
 // as long as it went on. Now calls that do not program the fabric never wait on a daemon, and
@@ -480,7 +434,7 @@ TEST(ControllerService, AStoppedOrTricklingDaemonHoldsNoCallBeyondItsBudget) {
     const std::string text = fabric_text(trickle ? "trickle" : "stopped");
     Fabric fabric(text, "ps1");
     Controller controller(text, "");
-    StuckDaemon stuck("/tmp/atp-test-" + std::string(trickle ? "trickle" : "stopped") + "-ps1.sock", trickle);
+    testing::StuckPeer stuck("/tmp/atp-test-" + std::string(trickle ? "trickle" : "stopped") + "-ps1.sock", trickle);
     ControllerClient tenant(controller.address());
     const v1::Admission a = tenant.admit(request(7000));  // on ps0
     std::atomic<bool> admitted{false};

@@ -4,23 +4,19 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cstring>
 #include <thread>
 
 #include "runtime/local_servers.h"
+#include "stuck_peer.h"
 
 namespace atp::runtime {
 namespace {
 
 int connect_unix(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  std::strcpy(a.sun_path, path.c_str());
+  const sockaddr_un a = testing::unix_socket_address(path);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);
     return -1;
@@ -106,48 +102,13 @@ TEST(ControlSocket, IdleAndTricklingClientsNeitherHoldTheLoopNorShutOthersOut) {
   ::close(trickling);
 }
 
-// A peer that accepts and then answers one byte at a time, until told to stop.
-class Trickler {
- public:
-  explicit Trickler(std::string path) : path_(std::move(path)) {
-    ::unlink(path_.c_str());
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strcpy(a.sun_path, path_.c_str());
-    ::bind(fd_, reinterpret_cast<const sockaddr*>(&a), sizeof a);
-    ::listen(fd_, 4);
-    thread_ = std::thread([this] {
-      const int client = ::accept(fd_, nullptr, nullptr);
-      while (!stop_) {
-        ::send(client, " ", 1, MSG_NOSIGNAL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      ::close(client);
-    });
-  }
-  ~Trickler() {
-    stop_ = true;
-    thread_.join();
-    ::close(fd_);
-    ::unlink(path_.c_str());
-  }
-  bool stopped() const { return stop_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 // A peer trickling a byte every few seconds once held control_request (and with it every
 // controller call) for as long as it liked: each read had its own time-out.
 TEST(ControlRequest, APeerThatTricklesCostsTheCallerItsBudgetOnly) {
-  Trickler trickler("/tmp/atp-test-trickler.sock");
+  testing::StuckPeer trickler("/tmp/atp-test-trickler.sock", true);
   EXPECT_THROW(control_request("/tmp/atp-test-trickler.sock", {{"cmd", "list"}}, 300 * kMillisecond),
                std::system_error);
-  EXPECT_FALSE(trickler.stopped());
+  EXPECT_EQ(trickler.accepted(), 1);  // it was the budget that ended the call, not a refused connect
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>
-#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>

@@ -280,8 +280,9 @@ std::vector<std::string> ControllerService::reconcile() {
     return out;
   }();
   auto budget = [] { return runtime::monotonic_now() + kCallBudget; };
+  const auto daemons = FabricProgrammer::all_daemons(book_.fabric());
   std::map<std::string, std::optional<std::vector<std::uint32_t>>> held;
-  for (const auto& d : FabricProgrammer::all_daemons(book_.fabric())) held[d.name] = fabric_.listed(d, budget());
+  for (const auto& d : daemons) held[d.name] = fabric_.listed(d, budget());
   std::vector<std::string> done;
   std::set<std::uint32_t> known;
   for (const AdmittedJob& job : jobs) {
@@ -295,7 +296,7 @@ std::vector<std::string> ControllerService::reconcile() {
                                                                   : " not put back on " + d.name + ": " + error));
     }
   }
-  for (const auto& d : FabricProgrammer::all_daemons(book_.fabric()))
+  for (const auto& d : daemons)
     for (std::uint32_t id : held[d.name].value_or(std::vector<std::uint32_t>{}))
       if (!known.contains(id) && fabric_.remove_from(d, id, budget()))
         done.push_back("job " + std::to_string(id) + " (never answered) removed from " + d.name);

@@ -1,11 +1,6 @@
 #include "controller/job_book.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>

@@ -86,6 +86,8 @@ int stream_socket(const std::string& address, sockaddr_storage& to, socklen_t& l
 
 RequestServer::RequestServer(EventLoop& loop, int listen_fd, Respond respond)
     : loop_(loop), fd_(listen_fd), respond_(std::move(respond)) {
+  // Accepting runs until the backlog is empty, so it must never block.
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
   expiry_timer_ = loop_.add_timer([this] { close_expired(); });
   loop_.watch(fd_, [this] { accept_clients(); });
 }
@@ -101,12 +103,7 @@ void RequestServer::accept_clients() {
   for (;;) {
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) break;
-    if (clients_.size() >= kMaxClients) {  // the oldest is the likeliest to be stuck
-      auto oldest = std::min_element(clients_.begin(), clients_.end(), [](const auto& a, const auto& b) {
-        return a.second.deadline < b.second.deadline;
-      });
-      close_client(oldest->first);
-    }
+    if (clients_.size() >= kMaxClients) close_client(oldest()->first);  // likeliest to be stuck
     clients_[fd].deadline = monotonic_now() + kRequestBudget;
     loop_.watch(fd, [this, fd] { on_client(fd); });
   }
@@ -140,17 +137,24 @@ void RequestServer::close_client(int fd) {
 void RequestServer::close_expired() {
   const Time now = monotonic_now();
   for (auto it = clients_.begin(); it != clients_.end();) {
-    const int fd = (it++)->first;
-    if (clients_.at(fd).deadline <= now) close_client(fd);
+    const int fd = it->first;
+    const bool expired = it->second.deadline <= now;
+    ++it;  // close_client erases fd's entry
+    if (expired) close_client(fd);
   }
   arm_expiry();
 }
 
+// The client whose budget ends first (every client gets the same budget: the oldest).
+std::map<int, RequestServer::Client>::iterator RequestServer::oldest() {
+  return std::min_element(clients_.begin(), clients_.end(), [](const auto& a, const auto& b) {
+    return a.second.deadline < b.second.deadline;
+  });
+}
+
 void RequestServer::arm_expiry() {
   if (clients_.empty()) return loop_.disarm(expiry_timer_);
-  Time first = clients_.begin()->second.deadline;
-  for (const auto& [fd, c] : clients_) first = std::min(first, c.deadline);
-  loop_.arm(expiry_timer_, first);
+  loop_.arm(expiry_timer_, oldest()->second.deadline);
 }
 
 ControlSocket::ControlSocket(EventLoop& loop, std::string path, Handler handler) : path_(std::move(path)) {
@@ -161,8 +165,7 @@ ControlSocket::ControlSocket(EventLoop& loop, std::string path, Handler handler)
   const int one = 1;
   if (tcp) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   else ::unlink(path_.c_str());
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), length) != 0 || ::listen(fd, 64) != 0 ||
-      ::fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), length) != 0 || ::listen(fd, 64) != 0) {
     const int e = errno;
     ::close(fd);
     throw std::system_error(e, std::generic_category(), "control socket " + path_);
@@ -228,7 +231,7 @@ nlohmann::json control_request(const std::string& path, const nlohmann::json& re
 
 MetricsServer::MetricsServer(EventLoop& loop, const std::string& address, std::uint16_t port,
                              Render render) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail("socket");
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);

@@ -29,7 +29,7 @@ class RequestServer {
   static constexpr std::size_t kMaxRequestBytes = 256 << 10;  // an admission of 1024 workers
   using Respond = std::function<std::string(const std::string& request)>;
 
-  // Takes `listen_fd` (bound and listening) and closes it when destroyed.
+  // Takes `listen_fd` (bound and listening; made non-blocking here) and closes it when destroyed.
   RequestServer(EventLoop& loop, int listen_fd, Respond respond);
   ~RequestServer();
   RequestServer(const RequestServer&) = delete;
@@ -46,6 +46,7 @@ class RequestServer {
   void close_client(int fd);
   void close_expired();
   void arm_expiry();
+  std::map<int, Client>::iterator oldest();
 
   EventLoop& loop_;
   int fd_;
