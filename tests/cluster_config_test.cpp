@@ -123,7 +123,7 @@ TEST(ClusterConfig, RingAndPlacementReachTheWorkersAndThePs) {
   runtime::AddressBook book;
   const auto defaults = ClusterConfig::parse(std::string(kSwitch) + kPs + job);
   EXPECT_EQ(defaults.worker_config(1, 0, book).ring, 0u);  // 16 windows
-  EXPECT_EQ(defaults.worker_config(1, 0, book).placement, engines::Placement::hash);
+  EXPECT_EQ(defaults.worker_config(1, 0, book).placement, engines::Placement::planned);
   const auto set = ClusterConfig::parse(std::string(kSwitch) + kPs + job +
                                         "ring = 256\nplacement = \"linear\"\n");
   EXPECT_EQ(set.worker_config(1, 0, book).ring, 256u);
@@ -158,7 +158,8 @@ TEST(ClusterConfig, ThreadsDealJobsToPortsAndSplitThePool) {
   EXPECT_EQ(jobs[1].static_count, 512u);
   EXPECT_EQ(book.endpoint(c.worker_config(1, 0, book).uplink).str(), "127.0.0.1:9101");
   EXPECT_EQ(book.endpoint(c.server_jobs("ps1", book)[0].downstream).str(), "127.0.0.1:9101");
-  EXPECT_EQ(c.server_jobs("ps1", book)[0].pool_size, 512u);  // remaps within one shard's pool
+  // Static slices ignore the aggregator a fragment names: the PS plans nothing.
+  EXPECT_EQ(c.server_jobs("ps1", book)[0].pool_size, 0u);
 }
 
 }  // namespace

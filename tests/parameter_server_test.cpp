@@ -1,3 +1,4 @@
+#include <set>
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -404,21 +405,34 @@ TEST_F(ParameterServerTest, ResultIsFreedOnceEveryWorkerMovedOn) {
   EXPECT_EQ(counters().stale, 1u);
 }
 
-TEST_F(ParameterServerTest, SuggestsANewAggregatorForASlotThatKeepsColliding) {
-  for (std::uint32_t round = 0; round < 2; ++round) {
+// Every result names where its slot's next seq aggregates (aggregator_planner.h): in the job's
+// home slice while that holds the seqs in flight, each with its own aggregator.
+TEST_F(ParameterServerTest, EveryResultPlansItsSlotsNextSeqInTheJobsHome) {
+  ParameterServer home_ps;
+  PsJob job{1, {2, 3}, 4, 8, kDown, 0, 16};
+  job.home_first = 4;
+  job.home_count = 4;
+  home_ps.add_job(job);
+  std::set<std::uint32_t> planned;
+  for (std::uint32_t seq = 0; seq < 4; ++seq) {
     PacketSpec all = rack_sum(0, {1});
     all.racks = 0b11;
-    all.seq = round * 4;  // same slot
-    all.flags = flag::kCollision;
-    send(all);
+    all.seq = seq;
+    all.aggregator = 4 + seq;
+    home_ps.on_packet(0, make_packet(all), out);
   }
-  auto results = sent();
-  ASSERT_EQ(results.size(), 2u);
-  EXPECT_TRUE(header_of(results[0]).has(flag::kCollision));  // for the aggregator windows
-  EXPECT_FALSE(header_of(results[0]).has(flag::kRemap));
-  const auto h = header_of(results[1]);
-  EXPECT_TRUE(h.has(flag::kRemap));
-  EXPECT_NE(h.remap_index % 16, h.aggregator % 16);
+  for (const auto& bytes : sent()) {
+    const proto::Header h = header_of(bytes);
+    ASSERT_TRUE(h.has(flag::kRemap));
+    const proto::LaneAssignment next = proto::decode_lane_assignment(h.remap_index);
+    EXPECT_GE(next.aggregator, 4u);
+    EXPECT_LT(next.aggregator, 8u);
+    EXPECT_EQ(next.in_flight_cap, 4u);
+    planned.insert(next.aggregator);
+  }
+  EXPECT_EQ(planned.size(), 4u);
+  EXPECT_EQ(home_ps.job_counters(1)->plans, 4u);
+  EXPECT_EQ(home_ps.job_counters(1)->borrowed, 0u);
 }
 
 TEST_F(ParameterServerTest, RejectsWhatDisagreesWithTheJob) {

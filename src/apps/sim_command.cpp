@@ -55,15 +55,17 @@ void add_sim_command(CLI::App& app) {
   cmd->add_flag("--rack-only", s.rack_only,
                "The PS rack's switch forwards without aggregating: rack-level aggregation only "
                "(the paper's Fig. 9 baseline)");
-  cmd->add_option("--remap-after", s.remap_after,
-                  "Collided results in a row before a PS moves a lane to another aggregator "
-                  "(0: never; the paper's ATP has no remaps)")
-      ->capture_default_str();
   cmd->add_option("--placement", s.placement,
-                  "Where each job's lanes start in the pool: hash (ATP) or linear (the same "
-                  "indices for every job: the paper's Fig. 14 strawman)")
-      ->check(CLI::IsMember({"hash", "linear"}))
+                  "Where each job's fragments aggregate: planned (each job's PS places them on "
+                  "its home slice of the pool, in turn), hash (the paper's ATP: "
+                  "hashed lanes, never moved) or linear (the same indices for every job: the "
+                  "paper's Fig. 14 strawman)")
+      ->check(CLI::IsMember({"planned", "hash", "linear"}))
       ->capture_default_str();
+  cmd->add_flag("--borrow-aggregators", s.borrow_aggregators,
+               "With planned placement, the PSs also plan seqs on other jobs' home aggregators "
+               "while those look idle, backing off when they turn out busy (wins with a third "
+               "of the pool, loses at a half to two thirds: docs/sharing.md)");
   cmd->add_flag("--aggregator-window", s.aggregator_window,
                "Workers also keep an A2TP-style aggregator window: halved by results whose seq "
                "met a busy aggregator, never above the congestion window");

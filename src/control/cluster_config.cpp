@@ -203,9 +203,10 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   j.ring = number<std::uint32_t>(t, "ring", 0, where);
   j.congestion_control = boolean(t, "congestion_control", true, where);
   j.aggregator_window = boolean(t, "aggregator_window", false, where);
+  j.borrow_aggregators = boolean(t, "borrow_aggregators", false, where);
   if (t.get("placement") != nullptr &&
       !engines::parse_placement(text(t, "placement", where), j.placement))
-    fail(where, "placement must be \"hash\" or \"linear\"");
+    fail(where, "placement must be \"planned\", \"hash\" or \"linear\"");
   j.initial_window = number<std::uint32_t>(t, "initial_window", j.initial_window, where);
   j.values_per_packet = number<std::uint16_t>(t, "values_per_packet", 256, where);
   j.scale = number<float>(t, "scale", 0.0f, where);
@@ -277,6 +278,7 @@ std::string job_toml(const JobConfig& job) {
                 {"ring", job.ring},
                 {"congestion_control", job.congestion_control},
                 {"aggregator_window", job.aggregator_window},
+                {"borrow_aggregators", job.borrow_aggregators},
                 {"placement", engines::to_string(job.placement)},
                 {"initial_window", job.initial_window},
                 {"values_per_packet", job.values_per_packet},
@@ -532,6 +534,45 @@ std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& na
   return out;
 }
 
+// The home the job's PSs plan over: its slice of the largest pool among its racks' switches
+// under the dynamic policy (the others ignore the aggregator a fragment names); none if none.
+engines::HomeSlice ClusterConfig::home_of(const JobConfig& job, std::uint32_t* pool) const {
+  engines::HomeSlice home;
+  // Home turns alone are the same whoever computes them: every PS shard plans over the whole
+  // home. Borrowing is each shard's own: then each plans over its share.
+  home.shards = job.borrow_aggregators ? static_cast<std::uint32_t>(job.parameter_servers.size())
+                                       : 1;
+  std::uint32_t largest = 0;
+  for (const auto& rack : placement(job).racks) {
+    const SwitchSpec& s = switch_named(rack);
+    if (s.policy != engines::Policy::atp || s.aggregators / s.threads <= largest) continue;
+    largest = s.aggregators / s.threads;
+    const engines::SwitchJob slice = home_slice(rack, job.id);
+    home.first = slice.static_first;
+    home.count = slice.static_count;
+  }
+  if (pool) *pool = largest;
+  return home;
+}
+
+engines::SwitchJob ClusterConfig::home_slice(const std::string& name, std::uint32_t id) const {
+  const SwitchSpec& s = switch_named(name);
+  const unsigned thread = thread_of(name, id);
+  std::vector<engines::SwitchJob> mine;
+  for (const JobConfig& j : jobs_) {
+    if (!serves(s, j) || thread_of(name, j.id) != thread) continue;
+    mine.push_back({});
+    mine.back().job = j.id;
+    mine.back().static_count = j.static_aggregators;
+  }
+  std::vector<engines::SwitchJob*> cut;
+  for (auto& j : mine) cut.push_back(&j);
+  cut_static_slices(s.aggregators / s.threads, cut);
+  for (const auto& j : mine)
+    if (j.job == id) return j;
+  throw std::invalid_argument("switch '" + name + "' does not serve job " + std::to_string(id));
+}
+
 std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
                                                        runtime::AddressBook& book) const {
   server_named(name);
@@ -548,12 +589,11 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
     pj.values_per_packet = job.values_per_packet;
     pj.downstream = book.id_of(results_via(job));
     pj.ps_index = static_cast<std::uint8_t>(it - job.parameter_servers.begin());
-    std::uint32_t pool = 0;
-    for (const auto& rack : p.racks) {
-      const SwitchSpec& s = switch_named(rack);
-      pool = std::max(pool, s.aggregators / s.threads);  // one shard's pool
-    }
-    pj.pool_size = pool;
+    pj.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());
+    const engines::HomeSlice home = home_of(job, &pj.pool_size);
+    pj.home_first = home.first;
+    pj.home_count = home.count;
+    pj.borrow = job.borrow_aggregators;
     pj.token = wire_token(job.id);
     out.push_back(pj);
   }
@@ -582,6 +622,7 @@ engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t
   c.congestion_control = job.congestion_control;
   c.aggregator_window = job.aggregator_window;
   c.placement = job.placement;
+  c.home = home_of(job);
   c.initial_window = job.initial_window;
   c.scale = scale_of(job);
   c.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());

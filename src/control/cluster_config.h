@@ -76,7 +76,10 @@ struct JobConfig {
   std::uint32_t ring = 0;  // seqs each worker tracks at once (0: 16 windows; engines/common.h)
   bool congestion_control = true;  // false: the workers' windows never shrink (a baseline)
   bool aggregator_window = false;   // the workers' second, collision-driven window (A2TP-style)
-  engines::Placement placement = engines::Placement::hash;  // where its lanes start in the pool
+  // The PSs plan some seqs on aggregators of other jobs' home slices while those look idle
+  // (aggregator_planner.h); off: each job keeps to its home.
+  bool borrow_aggregators = false;
+  engines::Placement placement = engines::Placement::planned;  // where its fragments aggregate
   // Fragments in flight when a worker starts, before slow start (0: the ceiling at once). 16:
   // a job starting on a busy link does not overflow its queue in its first round trip
   // (docs/benchmarks.md: the incast run's shaper drops fall from about 500 to 0).
@@ -126,6 +129,10 @@ class ClusterConfig {
   // The switch that talks to job `id`'s parameter servers and fans its results out: its
   // racks' shared level-2 switch, or its one rack switch.
   const std::string& top_switch(std::uint32_t id) const;
+  // Job `id`'s slice of the pool of switch `name`'s thread serving it, cut as static
+  // partitioning cuts it: its static slice, and under the other policies its PS's home for
+  // the aggregator plan.
+  engines::SwitchJob home_slice(const std::string& name, std::uint32_t id) const;
   // What to install on parameter server `name`.
   std::vector<engines::PsJob> server_jobs(const std::string& name,
                                           runtime::AddressBook& book) const;
@@ -146,6 +153,7 @@ class ClusterConfig {
     std::vector<std::uint8_t> rack_of, rank_in_rack;  // per job rank
   };
   Placement placement(const JobConfig& job) const;
+  engines::HomeSlice home_of(const JobConfig& job, std::uint32_t* pool = nullptr) const;
   void validate(const std::string& origin) const;
   void validate_static_slices(const std::string& origin) const;
   const SwitchSpec* spine_of(const JobConfig& job) const;

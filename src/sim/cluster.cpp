@@ -189,7 +189,7 @@ void ClusterBuild::link_rings() {
 
 // A parameter server on its own host, behind the switch that talks to its first job's PSs.
 void ClusterBuild::add_server(const std::string& name, const std::string& top_switch) {
-  auto node = std::make_unique<PsNode>(spec_.ps);
+  auto node = std::make_unique<PsNode>();
   PsNode* raw = node.get();
   const NodeId id = add(std::move(node), config_.server_named(name).address);
   raw->set_id(id);

@@ -24,7 +24,8 @@ struct JobSpec {
   std::uint32_t window = 64;
   std::uint32_t ring = 0;  // 0: ring_or_default
   bool aggregator_window = false;  // the workers' collision-driven second window
-  engines::Placement placement = engines::Placement::hash;
+  bool borrow_aggregators = false;  // the PSs plan on other jobs' idle home aggregators too
+  engines::Placement placement = engines::Placement::planned;
   bool congestion_control = true;  // false: the workers' windows stay at their ceiling
   // ring: the workers allreduce among themselves over a host-only ring (sim/ring_allreduce.h);
   // the switches only forward its packets and the PSs never see them.
@@ -51,7 +52,6 @@ struct ClusterSpec {
   std::optional<LinkSpec> first_worker_link;
   LinkSpec core_link;  // rack switch <-> PS-rack switch
   engines::WorkerConfig worker_defaults;  // timers and windows; job fields are filled in
-  engines::PsConfig ps;                   // every parameter server's (remap suggestions)
   std::uint64_t seed = 1;
   Duration time_limit = 60 * kSecond;  // simulated; unfinished jobs are reported as such
   // When set, every switch's trace is written there: rack<r>.jsonl and spine.jsonl.

@@ -81,6 +81,7 @@ control::ClusterConfig describe(const ClusterSpec& spec) {
     // in docs/ was made with); a cluster file's jobs start at its initial_window (default 16).
     c.initial_window = 0;
     c.aggregator_window = job.aggregator_window;
+    c.borrow_aggregators = job.borrow_aggregators;
     c.placement = job.placement;
     c.congestion_control = job.congestion_control;
     c.values_per_packet = job.values_per_packet;

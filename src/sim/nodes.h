@@ -54,7 +54,6 @@ class SwitchNode : public Node {
 
 class PsNode : public Node {
  public:
-  explicit PsNode(engines::PsConfig config = {}) : ps_(config) {}
   engines::ParameterServer& ps() { return ps_; }
   const engines::ParameterServer& ps() const { return ps_; }
   void receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes) override;

@@ -33,10 +33,8 @@ std::string Scenario::command_line() const {
       loss_one_worker > 0 ? fmt::format(" --loss-one-worker {}", loss_one_worker) : "",
       ring > 0 ? fmt::format(" --ring {}", ring) : "",
       aggregator_window ? " --aggregator-window" : "",
-      placement != "hash" ? " --placement " + placement : "",
-      remap_after != engines::PsConfig{}.remap_after
-          ? fmt::format(" --remap-after {}", remap_after)
-          : "",
+      borrow_aggregators ? " --borrow-aggregators" : "",
+      placement != "planned" ? " --placement " + placement : "",
       no_congestion_control ? " --no-congestion-control" : "", rack_only ? " --rack-only" : "") +
          model_options();
 }
@@ -109,9 +107,10 @@ JobSpec job_spec(const Scenario& s, engines::Policy policy, CollectiveKind colle
     job.window = std::min(job.window, std::bit_floor(slice));
   job.ring = s.ring;
   job.aggregator_window = s.aggregator_window;
+  job.borrow_aggregators = s.borrow_aggregators;
   job.congestion_control = !s.no_congestion_control;
   if (!engines::parse_placement(s.placement, job.placement))
-    throw std::invalid_argument("--placement must be hash or linear");
+    throw std::invalid_argument("--placement must be planned, hash or linear");
   job.values_per_packet = s.values_per_packet;
   job.collective = collective;
   job.plan.iterations = s.iterations;
@@ -216,7 +215,6 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   // Backoff stops at a data-center scale: waiting seconds after a burst of losses only idles.
   spec.worker_defaults.max_rto = 64 * spec.worker_defaults.min_rto;
   spec.worker_defaults.deadline = spec.time_limit;
-  spec.ps.remap_after = s.remap_after;
   spec.spine_aggregates = !s.rack_only;
 
   const std::size_t jobs = spec.cluster ? spec.cluster->jobs().size() : s.jobs;

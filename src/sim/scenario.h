@@ -21,8 +21,8 @@ struct Scenario {
   std::uint32_t window = 64;
   std::uint32_t ring = 0;  // seqs each worker tracks at once; 0: ring_or_default
   bool aggregator_window = false;  // workers add the collision-driven window (A2TP-style)
-  std::string placement = "hash";  // hash or linear: where each job's lanes start in the pool
-  std::uint32_t remap_after = engines::PsConfig{}.remap_after;  // 0: the PSs suggest no remaps
+  bool borrow_aggregators = false;  // PSs borrow other jobs' idle home aggregators
+  std::string placement = "planned";  // planned, hash or linear (engines::Placement)
   bool no_congestion_control = false;  // workers keep their windows at the ceiling
   bool rack_only = false;  // the PS rack's switch does not aggregate
   std::uint16_t values_per_packet = 256;

@@ -14,8 +14,6 @@ namespace atp::engines {
 
 namespace flag = proto::flag;
 
-ParameterServer::ParameterServer(PsConfig config) : config_(config) {}
-
 void ParameterServer::add_job(PsJob config) {
   const std::string name = "job " + std::to_string(config.job) + ": ";
   if (config.workers_per_rack.empty() || config.workers_per_rack.size() > proto::kMaxFanIn)
@@ -39,8 +37,11 @@ void ParameterServer::add_job(PsJob config) {
   }
   job.ring = ring_or_default(config.window, config.ring);
   job.entries.resize(std::size_t{job.ring} * 2);
-  job.collision_streak.assign(config.window, 0);
-  job.remap_generation.assign(config.window, 0);
+  job.planner = AggregatorPlanner(
+      {config.pool_size, config.home_first, config.home_count, config.window,
+       plan_lag(config.window, job.ring),
+       config.borrow ? std::max<std::uint32_t>(1, config.parameter_servers) : 1,
+       config.borrow ? config.ps_index : 0u, config.borrow});
   job.runs = RunRegistry(config.first_run, job.workers);
   job.config = std::move(config);
   const std::uint32_t id = job.config.job;
@@ -75,6 +76,7 @@ std::size_t ParameterServer::entries_in_use(std::uint32_t job) const {
 
 void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,
                                 std::optional<NodeId> from) {
+  now_ = now;
   proto::Header h;
   Job* job = admit(packet, from, h);
   if (job == nullptr) return;
@@ -395,23 +397,15 @@ void ParameterServer::send_result(Job& job, Entry& e, bool floats, Outbox& out) 
   h.set(flag::kCollision, e.collided);
   h.value_count = e.value_count;
 
-  // A lane whose fragments keep meeting busy aggregators moves to another index.
-  const std::uint32_t lane = e.seq & (job.config.window - 1);
-  std::uint32_t& streak = job.collision_streak[lane];
-  streak = e.collided ? streak + 1 : 0;
-  if (config_.remap_after > 0 && streak >= config_.remap_after && job.config.pool_size > 1) {
-    const std::uint32_t pool = job.config.pool_size;
-    // Hash on until the index lands elsewhere in the pool (a few tries; pool > 1).
-    std::uint32_t candidate = e.aggregator;
-    for (int attempt = 0; attempt < 16 && candidate % pool == e.aggregator % pool; ++attempt) {
-      const std::uint32_t generation = ++job.remap_generation[lane];
-      candidate = proto::aggregator_hash(job.config.job, lane + generation * job.config.window);
-    }
-    if (candidate % pool == e.aggregator % pool) candidate = e.aggregator + 1;
+  if (job.planner.enabled()) {
     h.set(flag::kRemap);
-    h.remap_index = candidate;
-    streak = 0;
-    ++job.counters.remaps;
+    h.remap_index = proto::encode_lane_assignment(
+        job.planner.on_result(now_, e.seq, e.aggregator, e.collided));
+    ++job.counters.plans;
+    const PlannerStats& planned = job.planner.stats();
+    job.counters.borrowed = planned.borrowed;
+    job.counters.borrowed_collided = planned.borrowed_collided;
+    job.counters.home_collided = planned.home_collided;
   }
 
   proto::encode(h, e.result);  // result_payload() sized it

@@ -4,7 +4,8 @@
 // Per (job, seq) it accepts a contribution only if it shares no worker with what it holds
 // (all-or-nothing dedup, see contributor_set.h), answers with the result through the switches,
 // keeps that result for late resends until every worker provably moved on, falls back to a
-// float sum when integers overflow, and suggests a new aggregator for slots that keep colliding.
+// float sum when integers overflow, and plans where the job's next fragments aggregate
+// (aggregator_planner.h).
 // Sans-IO and timer-free: workers drive all retransmission.
 #include <cstdint>
 #include <optional>
@@ -14,6 +15,7 @@
 
 #include "engines/common.h"
 #include "engines/counters.h"
+#include "engines/ps/aggregator_planner.h"
 #include "engines/ps/contributor_set.h"
 #include "engines/ps/run_registry.h"
 #include "proto/header.h"
@@ -27,18 +29,19 @@ struct PsJob {
   std::uint16_t values_per_packet = 256;       // K
   NodeId downstream = 0;  // the switch that fans results out to the job's workers
   std::uint8_t ps_index = 0;  // this server's shard: it owns seqs with seq % num_ps == ps_index
-  // Aggregators per switch, for remap suggestions; 0 disables them.
+  // Aggregators per switch, for the aggregator plan carried in every result
+  // (aggregator_planner.h); 0 plans nothing.
   std::uint32_t pool_size = 0;
   std::uint32_t token = 0;  // packets of the job must carry it, and come from `downstream`
   // Where the job's run ids start (see run_registry.h): the daemon draws it at random. Only
   // PS 0 of a job answers workers asking for their run.
   std::uint16_t first_run = 0;
   std::uint32_t ring = 0;  // the workers' ring (0: ring_or_default): two entries per slot
-};
-
-struct PsConfig {
-  // Consecutive completed seqs of a slot that met a collision before the PS suggests moving it.
-  std::uint32_t remap_after = 2;
+  // The job's home slice of the pool, where the plan starts (aggregator_planner.h).
+  std::uint32_t home_first = 0;
+  std::uint32_t home_count = 0;
+  std::uint8_t parameter_servers = 1;  // the job's PS shards
+  bool borrow = false;  // plan on other jobs' idle home aggregators too
 };
 
 // Per job. X(name, meaning)
@@ -53,7 +56,10 @@ struct PsConfig {
   X(late_results, "results sent again for late packets")                                    \
   X(stale, "packets for seqs every worker has moved past")                                  \
   X(collided, "packets that had met a busy aggregator")                                     \
-  X(remaps, "remap suggestions sent")                                                       \
+  X(plans, "results naming their slot's next aggregator")                                   \
+  X(borrowed, "seqs planned on an aggregator outside the job's home slice")                 \
+  X(borrowed_collided, "of them, seqs that met a busy aggregator there")                    \
+  X(home_collided, "seqs that met a busy aggregator in the home slice")                     \
   X(rejected, "packets that disagree with the job's configuration")                         \
   X(forged, "packets with a wrong token, or not from the job's switch")                     \
   X(joins, "workers asking for their run (retries included)")                               \
@@ -71,7 +77,7 @@ ATP_COUNTER_STRUCT(PsCounters, ATP_PS_COUNTERS);
 
 class ParameterServer {
  public:
-  explicit ParameterServer(PsConfig config = {});
+  ParameterServer() = default;
 
   void add_job(PsJob job);  // throws std::invalid_argument on a bad job
   bool remove_job(std::uint32_t job);
@@ -106,7 +112,7 @@ class ParameterServer {
     std::uint32_t workers = 0;
     std::uint32_t ring = 0;      // config.ring, or its default
     std::vector<Entry> entries;  // two per ring slot
-    std::vector<std::uint32_t> collision_streak, remap_generation;  // per lane
+    AggregatorPlanner planner{PlannerSetup{}};
     RunRegistry runs{0, 0};
     PsJobCounters counters;
   };
@@ -134,9 +140,9 @@ class ParameterServer {
   void send_float_request(Job& job, const Entry& e, Outbox& out);
   proto::Header downward_header(const Job& job, const Entry& e) const;
 
-  PsConfig config_;
   std::unordered_map<std::uint32_t, Job> jobs_;
   PsCounters counters_;
+  Time now_ = 0;  // the packet at hand's arrival: the planner's clock
 };
 
 }  // namespace atp::engines

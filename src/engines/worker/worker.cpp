@@ -43,13 +43,21 @@ void validate(const WorkerConfig& c) {
 }
 
 bool parse_placement(const std::string& text, Placement& out) {
-  if (text == "hash") out = Placement::hash;
+  if (text == "planned") out = Placement::planned;
+  else if (text == "hash") out = Placement::hash;
   else if (text == "linear") out = Placement::linear;
   else return false;
   return true;
 }
 
-std::string to_string(Placement p) { return p == Placement::hash ? "hash" : "linear"; }
+std::string to_string(Placement p) {
+  switch (p) {
+    case Placement::planned: return "planned";
+    case Placement::hash: return "hash";
+    case Placement::linear: return "linear";
+  }
+  return "unknown";
+}
 
 namespace {
 std::uint32_t starting_window(const WorkerConfig& c) {
@@ -110,11 +118,23 @@ Worker::Worker(WorkerConfig config)
       fragment_header_(own_fields(config)),
       ring_(ring_or_default(config.window, config.ring)),
       ring_mask_(static_cast<std::uint32_t>(ring_.size() - 1)),
-      aggregator_of_lane_(config.window) {
-  for (std::uint32_t lane = 0; lane < aggregator_of_lane_.size(); ++lane)
-    aggregator_of_lane_[lane] = config_.placement == Placement::hash
-                                    ? proto::aggregator_hash(config_.job, lane)
-                                    : lane;
+      plan_lag_(plan_lag(config.window, ring_or_default(config.window, config.ring))),
+      home_(config.home),
+      home_turns_(config.placement == Placement::planned &&
+                  home_.initial(0, config.window).has_value()),
+      lanes_(plan_lag_),
+      holding_(std::max(1u, config.home.shards), 0) {
+  for (std::uint32_t lane = 0; lane < lanes_.size(); ++lane) {
+    if (home_turns_) {
+      const auto turn = home_.initial(lane, config_.window);
+      lanes_[lane] = {lane, turn->aggregator, turn->in_flight_cap};
+    } else {
+      lanes_[lane].aggregator = config_.placement == Placement::linear
+                                    ? lane
+                                    : proto::aggregator_hash(config_.job, lane);
+    }
+    lanes_[lane].seq = lane;
+  }
 }
 
 std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<float> output,
@@ -183,6 +203,11 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
   if (in_flight_ == 0) last_progress_ = now;
   Tensor* t = sending_ ? sending_ : &tensors_[send_cursor_];
   for (; budget > 0; --budget) {
+    // The plan may hold this seq until fewer are in flight: its aggregator is then free of
+    // the job's own earlier seqs.
+    const std::uint32_t cap = assignment(next_seq_).in_flight_cap;
+    if (cap != 0 && collided_share_ < kCapsYieldAt && holding_aggregators(next_seq_) >= cap)
+      break;
     while (next_seq_ - t->first_seq >= t->fragments) t = &tensors_[++send_cursor_];
     Fragment& f = slot(next_seq_);
     f = Fragment{};
@@ -196,6 +221,8 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
     write_fragment(now, f, false, out);
     ++stats_.fragments_sent;
     ++in_flight_;
+    f.holding = true;
+    ++holding_[plan_shard_of(f.seq)];
     ++next_seq_;
   }
   sending_ = t;
@@ -225,7 +252,8 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
     ++stats_.float_fragments;
   }
   fragment_header_.write(flags, static_cast<std::uint8_t>(shard_of(f.seq)),
-                         proto::wire_tensor(*run_, f.tensor->id), f.seq, aggregator_of(f.seq),
+                         proto::wire_tensor(*run_, f.tensor->id), f.seq,
+                         assignment(f.seq).aggregator,
                          f.count, packet.data());
   f.last_sent = now;
   // Each fragment backs off its own timer: random loss is not a wrong round-trip estimate.
@@ -300,6 +328,7 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
 
   f.acked = true;
   --in_flight_;
+  release(f);
   last_progress_ = now;
   ++stats_.results;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
@@ -308,16 +337,22 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
     batch_.newest_sent = f.first_sent;
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   update_windows(h, f.seq);
-  if (h.has(flag::kRemap)) {
-    aggregator_of(f.seq) = h.remap_index;
-    ++stats_.remaps;
-  }
+  if (h.has(flag::kRemap) && config_.placement == Placement::planned) take_plan(f.seq, h.remap_index);
   detect_gaps(now, f, out);
   advance_base();
   // Into the slot this result freed, now rather than after the batch: the fragment's input
   // lines and packet buffers are then still in cache (one send_new per batch measured 10-15 %
   // slower for tensors beyond the caches, docs/performance.md).
   fill_window(now, out);
+}
+
+// The PS's plan for the seq a window after `seq`, which uses the same lane.
+void Worker::take_plan(std::uint32_t seq, std::uint32_t remap_index) {
+  const proto::LaneAssignment plan = proto::decode_lane_assignment(remap_index);
+  const std::uint32_t next = seq + plan_lag_;
+  LaneAssignment& lane = lanes_[next & (plan_lag_ - 1)];
+  if (lane.aggregator != plan.aggregator) ++stats_.remaps;
+  lane = {next, plan.aggregator, plan.in_flight_cap};
 }
 
 void Worker::finish_batch(Time now) {
@@ -352,11 +387,17 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
     if (shard_of(u) != shard_of(acked.seq)) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
     if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
-    g.rtt_ambiguous = true;
-    ++g.retransmits;
+    mark_resend(g);
     ++stats_.fast_resends;
     transmit(now, g, true, out);
   }
+}
+
+// A resend flushes whatever the switches hold of the fragment: it no longer holds an aggregator.
+void Worker::mark_resend(Fragment& f) {
+  ++f.retransmits;
+  f.rtt_ambiguous = true;
+  release(f);
 }
 
 [[gnu::always_inline]] inline void Worker::advance_base() {
@@ -403,8 +444,7 @@ void Worker::send_probe(Time now, Outbox& out) {
     if (!f.active || f.acked || probed[shard_of(u)]) continue;
     probed[shard_of(u)] = true;
     --left;
-    f.rtt_ambiguous = true;
-    ++f.retransmits;
+    mark_resend(f);
     ++stats_.probes;
     transmit(now, f, true, out);
   }
@@ -439,9 +479,8 @@ void Worker::on_timer(Time now, Outbox& out) {
       return;
     }
     if (f.rto_deadline > now) continue;
-    ++f.retransmits;
+    mark_resend(f);
     ++f.timeouts;
-    f.rtt_ambiguous = true;
     ++stats_.timeouts;
     if (now - last_progress_ >= kPersistentCongestion * rtt_.rto()) {
       cwnd_.on_loss(u, next_seq_);
@@ -493,6 +532,7 @@ std::vector<std::uint32_t> Worker::take_completed() {
 void Worker::fail(std::string message) {
   error_ = std::move(message);
   in_flight_ = 0;
+  std::fill(holding_.begin(), holding_.end(), 0u);
 }
 
 }  // namespace atp::engines

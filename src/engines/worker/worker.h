@@ -16,6 +16,7 @@
 
 #include "engines/common.h"
 #include "engines/counters.h"
+#include "engines/home_slice.h"
 #include "engines/worker/aggregator_window.h"
 #include "engines/worker/congestion_window.h"
 #include "engines/worker/rtt_estimator.h"
@@ -23,10 +24,13 @@
 
 namespace atp::engines {
 
-// Where a job's lanes start in the aggregator pool. `hash`: aggregator_hash(job, lane), so jobs
-// spread over the pool (ATP). `linear`: the lane itself, the same indices for every job (the
-// paper's Fig. 14 strawman: jobs sharing a pool collide on every lane).
-enum class Placement { hash, linear };
+// Where a job's fragments aggregate. `planned`: the first window of seqs hashed, then where the
+// job's PS plans them (engines/ps/aggregator_planner.h: its home slice first, borrowing what
+// other jobs leave idle), each result naming its slot's next aggregator and the in-flight cap
+// that seq leaves under. `hash`: aggregator_hash(job, lane) for ever (the paper's ATP).
+// `linear`: the lane itself, the same indices for every job (the paper's Fig. 14 strawman:
+// jobs sharing a pool collide on every lane).
+enum class Placement { planned, hash, linear };
 bool parse_placement(const std::string& text, Placement& out);
 std::string to_string(Placement p);
 
@@ -45,7 +49,11 @@ struct WorkerConfig {
   // ring_or_default). Longer than the window, the worker keeps sending past a fragment waiting
   // for recovery (engines.md §3.6).
   std::uint32_t ring = 0;
-  Placement placement = Placement::hash;
+  Placement placement = Placement::planned;
+  // The job's home slice of the pool and the shards planning it apart (home_slice.h): where
+  // `planned` starts, and what a seq whose plan was lost with a result takes (count 0: hashed
+  // lanes, as `hash`).
+  HomeSlice home;
   std::uint32_t initial_window = 0;  // 0: start at the ceiling
   // false: the window stays at the ceiling whatever ECN marks and timeouts say (the baseline
   // the paper's incast experiment compares with).
@@ -101,6 +109,12 @@ ATP_COUNTER_STRUCT(WorkerStats, ATP_WORKER_STATS);
 // "Fig. 13a": 0.83 of static at 33 % without the floor, 1.6 with it).
 inline constexpr double kAggregatorWindowFloor = 0.5;
 
+// A planned cap holds a seq back so that it finds its aggregator free. When more than this
+// share of recent results met busy aggregators anyway (heavy loss leaves partial sums behind
+// faster than resends flush them), holding back buys no aggregation and only slows loss
+// recovery: the caps yield to the windows until aggregation works again.
+inline constexpr double kCapsYieldAt = 0.5;
+
 // Every resend, whatever found the loss: a timer, a gap or a tail-loss probe.
 inline std::uint64_t retransmissions(const WorkerStats& s) {
   return s.timeouts + s.fast_resends + s.probes;
@@ -116,6 +130,7 @@ struct Arrival {
 class Worker {
  public:
   explicit Worker(WorkerConfig config);
+
 
   // Starts an allreduce of `input` (summed over every worker of the job) into `output`.
   // All workers of a job must submit the same sequence of tensor sizes. Returns the tensor id.
@@ -168,6 +183,7 @@ class Worker {
     bool acked = false;
     bool float_mode = false;
     bool rtt_ambiguous = false;  // sent more than once: no RTT sample from it (Karn)
+    bool holding = false;  // counted in holding_: may hold an aggregator
     std::uint32_t seq = 0;
     Tensor* tensor = nullptr;
     std::size_t offset = 0;
@@ -206,6 +222,7 @@ class Worker {
   };
   inline void on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f,
                         Outbox& out);
+  void take_plan(std::uint32_t seq, std::uint32_t remap_index);
   void finish_batch(Time now);
   // The congestion window follows ECN marks; the aggregator window (when on) follows
   // collisions and stays under the congestion window. Inline: it runs for every result.
@@ -214,6 +231,7 @@ class Worker {
     stats_.window_cuts = cwnd_.decreases();
     const bool collided = result.has(proto::flag::kCollision);
     if (collided) ++stats_.collided_results;
+    collided_share_ += (collided - collided_share_) / 64;
     if (config_.aggregator_window) update_aggregator_window(collided);
   }
   void update_aggregator_window(bool collided);
@@ -239,8 +257,35 @@ class Worker {
   void fail(std::string message);
   Fragment& slot(std::uint32_t seq) { return ring_[seq & ring_mask_]; }
   const Fragment& slot(std::uint32_t seq) const { return ring_[seq & ring_mask_]; }
-  std::uint32_t& aggregator_of(std::uint32_t seq) {
-    return aggregator_of_lane_[seq & (config_.window - 1)];
+  // The aggregator a seq uses, and how many fragments of its PS shard may be in flight when it
+  // leaves (0: the windows alone decide).
+  struct LaneAssignment {
+    std::uint32_t seq = 0;  // the seq it is for (planned placement)
+    std::uint32_t aggregator = 0;
+    std::uint32_t in_flight_cap = 0;
+  };
+  // Seq's assignment: its lane's, if the result plan_lag_ before it arrived (or the lanes are
+  // fixed); else the home's turn for it, which is what the PS plans while the job keeps to its
+  // home, so a lost result costs nothing then.
+  LaneAssignment assignment(std::uint32_t seq) const {
+    const LaneAssignment& lane = lanes_[seq & (plan_lag_ - 1)];
+    if (lane.seq == seq || !home_turns_) return lane;
+    const auto turn = home_.initial(seq, config_.window);
+    return {seq, turn->aggregator, turn->in_flight_cap};
+  }
+  // Fragments of the plan shard of `seq` that may hold an aggregator: what a planned cap
+  // bounds. PS shards that borrow plan apart, each over its own aggregators; otherwise the
+  // home's turns are one plan for the whole job.
+  std::uint32_t plan_shard_of(std::uint32_t seq) const {
+    return holding_.size() == 1 ? 0 : seq % static_cast<std::uint32_t>(holding_.size());
+  }
+  std::uint32_t holding_aggregators(std::uint32_t seq) const {
+    return holding_[plan_shard_of(seq)];
+  }
+  void mark_resend(Fragment& f);
+  void release(Fragment& f) {
+    if (f.holding) --holding_[plan_shard_of(f.seq)];
+    f.holding = false;
   }
   // The PS shard that sums `seq`. One PS is the common case; a division per fragment is not
   // free.
@@ -261,7 +306,10 @@ class Worker {
   proto::FragmentTemplate fragment_header_;
   std::vector<Fragment> ring_;
   std::uint32_t ring_mask_;  // ring_.size() - 1, kept: slot() runs several times per result
-  std::vector<std::uint32_t> aggregator_of_lane_;  // window lanes: each one's aggregator index
+  std::uint32_t plan_lag_;  // a result plans the seq this far after it (home_slice.h)
+  HomeSlice home_;
+  bool home_turns_;         // planned placement with a home: missing plans take its turns
+  std::vector<LaneAssignment> lanes_;  // plan_lag_ lanes: each one's next seq's
   std::deque<Tensor> tensors_;  // submitted and not fully finished, oldest first
   std::size_t send_cursor_ = 0; // index in tensors_ of the tensor holding next_seq_
   // Either nullptr or &tensors_[send_cursor_], kept because indexing a deque divides and
@@ -273,6 +321,10 @@ class Worker {
   std::uint32_t next_seq_ = 0;  // next fragment to send for the first time
   std::uint32_t end_seq_ = 0;   // one past the last submitted fragment
   std::uint32_t in_flight_ = 0;
+  // Per PS shard: fragments in flight never resent, which may hold an aggregator (a resend
+  // flushes the switches' state for its seq).
+  std::vector<std::uint32_t> holding_;
+  double collided_share_ = 0;  // of recent results (gain 1/64 per result)
   // The last result, or the send that ended an idle spell: a timeout cuts the congestion
   // window only after a silence of kPersistentCongestion retransmission timeouts since then.
   Time last_progress_ = 0;
