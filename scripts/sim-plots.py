@@ -105,10 +105,9 @@ PLACEMENT_BASE = {
 PLACEMENT_SEEDS = [5, 6]
 PLACEMENTS = {
     "static": {"policy": "static"},
-    "hash": {"placement": "hash"},
-    "hash, no remaps": {"placement": "hash", "remap-after": 0},
+    "planned (default)": {},
+    "hash (the paper's ATP)": {"placement": "hash"},
     "linear": {"placement": "linear"},
-    "linear, no remaps": {"placement": "linear", "remap-after": 0},
 }
 
 

@@ -654,6 +654,29 @@ TEST_F(WorkerTest, RemapMovesTheSlotsNextFragment) {
   EXPECT_EQ(header_of(next[0]).aggregator, 4242u);
 }
 
+// A plan's cap holds its seq back until fewer fragments than the cap may hold aggregators:
+// then its aggregator is free of the job's own earlier seqs (aggregator_planner.h).
+TEST_F(WorkerTest, APlansCapHoldsItsSeqUntilThatFewAreOut) {
+  std::vector<float> big(4 * 9, 1.0f), result(4 * 9);
+  WorkerConfig c = small_config();
+  c.initial_window = 8;
+  Worker wide(c);
+  wide.submit(0, big, result, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 8u);
+  auto r = result_for(frags[0], 8, flag::kRemap);
+  proto::store_be32(r.data() + 36, proto::encode_lane_assignment({4242, 6}));
+  wide.on_packet(10, r, out);
+  EXPECT_TRUE(sent().empty());  // 7 out, cap 6
+  wide.on_packet(11, result_for(frags[1], 8), out);
+  EXPECT_TRUE(sent().empty());  // 6 out
+  wide.on_packet(12, result_for(frags[2], 8), out);
+  auto next = sent();  // 5 out: seq 8 leaves, on its planned aggregator
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(header_of(next[0]).seq, 8u);
+  EXPECT_EQ(header_of(next[0]).aggregator, 4242u);
+}
+
 TEST_F(WorkerTest, EmptyTensorCompletesAtOnce) {
   std::vector<float> none;
   const auto id = w.submit(0, none, none, out);
