@@ -38,7 +38,7 @@ struct JobShape {
   unsigned workers = 0;
 };
 
-JobShape make_job(std::uint32_t id, FuzzedDataProvider& in) {
+JobShape make_job(std::uint32_t id, FuzzedDataProvider& in, std::uint32_t plan) {
   JobShape s;
   s.config.job = id;
   const unsigned racks = in.ConsumeIntegralInRange<unsigned>(1, 3);
@@ -54,6 +54,11 @@ JobShape make_job(std::uint32_t id, FuzzedDataProvider& in) {
   s.config.values_per_packet = kValues;
   s.config.downstream = switch_of(id);
   s.config.pool_size = in.ConsumeBool() ? 8 : 0;
+  // The aggregator plan (1: home turns, 2: borrowing, 3: no home, borrowing the whole pool):
+  // plans ride on every result and never change a sum.
+  s.config.home_first = 4 * (id - 1);
+  s.config.home_count = plan == 3 ? 0 : 4;
+  s.config.borrow = plan >= 2;
   s.config.token = token_of(id);
   return s;
 }
@@ -135,10 +140,11 @@ void check_result(const JobShape& job, const proto::Header& h, std::span<const s
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   const bool honest = in.ConsumeBool();
-  engines::ParameterServer ps(engines::PsConfig{in.ConsumeIntegralInRange<std::uint32_t>(1, 3)});
+  const auto plan = in.ConsumeIntegralInRange<std::uint32_t>(1, 3);
+  engines::ParameterServer ps;
   std::vector<JobShape> jobs;
   for (std::uint32_t id = 1; id <= kJobs; ++id) {
-    jobs.push_back(make_job(id, in));
+    jobs.push_back(make_job(id, in, plan));
     ps.add_job(jobs.back().config);
   }
   const std::vector<std::uint32_t> tokens = {token_of(1), token_of(2)};

@@ -118,7 +118,11 @@ Worker::Worker(WorkerConfig config)
       fragment_header_(own_fields(config)),
       ring_(ring_or_default(config.window, config.ring)),
       ring_mask_(static_cast<std::uint32_t>(ring_.size() - 1)),
-      plan_lag_(plan_lag(config.window, ring_or_default(config.window, config.ring))),
+      // Hashed and linear lanes are seq mod window, as the paper's: a job touches at most
+      // `window` aggregators.
+      plan_lag_(config.placement == Placement::planned
+                    ? plan_lag(config.window, ring_or_default(config.window, config.ring))
+                    : config.window),
       home_(config.home),
       home_turns_(config.placement == Placement::planned &&
                   home_.initial(0, config.window).has_value()),

@@ -306,7 +306,9 @@ class Worker {
   proto::FragmentTemplate fragment_header_;
   std::vector<Fragment> ring_;
   std::uint32_t ring_mask_;  // ring_.size() - 1, kept: slot() runs several times per result
-  std::uint32_t plan_lag_;  // a result plans the seq this far after it (home_slice.h)
+  // A result plans the seq this far after it (home_slice.h); the lanes (the window under
+  // hashed or linear placement).
+  std::uint32_t plan_lag_;
   HomeSlice home_;
   bool home_turns_;         // planned placement with a home: missing plans take its turns
   std::vector<LaneAssignment> lanes_;  // plan_lag_ lanes: each one's next seq's
