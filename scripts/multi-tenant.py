@@ -19,7 +19,8 @@ ATP and static with a single PS per job (<out>/fig13a.json, fig13a.png).
 
 --fig15: the paper's Fig. 15 in shape: one VGG16 job of 8 workers in one rack with half the
 aggregators its window needs (32 for 64) and one PS, seeds 1-3, with and without congestion
-control; images/s per worker (<out>/fig15.json).
+control, with the default placement and with hashed lanes (whose collisions make the incast);
+images/s per worker (<out>/fig15.json).
 
 --mixed: 6 jobs (ResNet50, VGG16, BERT-base, twice each) arriving 5 ms apart (scaled time),
 each training 6 iterations on a pool of 256 aggregators; the same cluster with ATP, static
@@ -81,7 +82,10 @@ def fig15(atp, out):
     base = dict(FABRIC, racks=1, **{"workers-per-rack": 8}, jobs=1, model="vgg16",
                 iterations=4, aggregators=32)
     variants_over_seeds(atp, out, "fig15", base,
-                        {"congestion control": {}, "none": {"no-congestion-control": ""}}, [1, 2, 3])
+                        {"congestion control": {}, "none": {"no-congestion-control": ""},
+                         "hashed lanes, congestion control": {"placement": "hash"},
+                         "hashed lanes, none": {"placement": "hash", "no-congestion-control": ""}},
+                        [1, 2, 3])
 
 
 MODELS = ["resnet50", "vgg16", "bert-base"]
