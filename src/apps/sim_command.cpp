@@ -64,8 +64,8 @@ void add_sim_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--borrow-aggregators", s.borrow_aggregators,
                "With planned placement, the PSs also plan seqs on other jobs' home aggregators "
-               "while those look idle, backing off when they turn out busy (wins with a third "
-               "of the pool, loses at a half to two thirds: docs/sharing.md)");
+               "while those look idle, backing off when they turn out busy (measured at "
+               "0.97-1.18 of the default: docs/sharing.md)");
   cmd->add_flag("--aggregator-window", s.aggregator_window,
                "Workers also keep an A2TP-style aggregator window: halved by results whose seq "
                "met a busy aggregator, never above the congestion window");
