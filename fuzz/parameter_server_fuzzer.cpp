@@ -56,8 +56,7 @@ JobShape make_job(std::uint32_t id, FuzzedDataProvider& in, std::uint32_t plan) 
   s.config.pool_size = in.ConsumeBool() ? 8 : 0;
   // The aggregator plan (1: home turns, 2: borrowing, 3: no home, borrowing the whole pool):
   // plans ride on every result and never change a sum.
-  s.config.home_first = 4 * (id - 1);
-  s.config.home_count = plan == 3 ? 0 : 4;
+  s.config.home = {4 * (id - 1), plan == 3 ? 0u : 4u, 1};
   s.config.borrow = plan >= 2;
   s.config.token = token_of(id);
   return s;

@@ -46,7 +46,8 @@ std::map<std::uint32_t, Planned> run_plans(const PlannerSetup& setup, std::uint3
   Time now = 0;
   for (std::uint32_t seq : mine) {
     now += 1000;
-    const LanePlan next = planner.on_result(now, seq, plans.at(seq).aggregator, collided(seq));
+    const LanePlan next =
+        planner.on_result(now, seq, plans.at(seq).aggregator, collided(seq)).next;
     plans[seq + setup.lag] = {next.aggregator, next.in_flight_cap};
   }
   return plans;
@@ -113,13 +114,13 @@ TEST(AggregatorPlanner, BorrowsWhatLooksIdleAndGoesHomeWhenItTurnsOutBusy) {
   std::uint32_t borrowed = 0;
   Time now = 0;
   for (std::uint32_t seq = 0; seq < 2000; ++seq)
-    borrowed += outside_home(planner.on_result(now += 1000, seq, seq % 16, false));
+    borrowed += outside_home(planner.on_result(now += 1000, seq, seq % 16, false).next);
   EXPECT_GT(planner.borrowing(), 10.0);
   EXPECT_GT(borrowed, 0u);
   // Now every borrowed aggregator is found busy: the plan is back home within a few rounds.
   std::uint32_t late = 0;
   for (std::uint32_t seq = 2000; seq < 4000; ++seq) {
-    const LanePlan p = planner.on_result(now += 1000, seq, seq % 64, seq % 64 >= 16);
+    const LanePlan p = planner.on_result(now += 1000, seq, seq % 64, seq % 64 >= 16).next;
     if (seq >= 2500) late += outside_home(p);
   }
   EXPECT_LT(planner.borrowing(), 1.0);

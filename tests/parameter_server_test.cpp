@@ -410,8 +410,7 @@ TEST_F(ParameterServerTest, ResultIsFreedOnceEveryWorkerMovedOn) {
 TEST_F(ParameterServerTest, EveryResultPlansItsSlotsNextSeqInTheJobsHome) {
   ParameterServer home_ps;
   PsJob job{1, {2, 3}, 4, 8, kDown, 0, 16};
-  job.home_first = 4;
-  job.home_count = 4;
+  job.home = {4, 4, 1};
   home_ps.add_job(job);
   std::set<std::uint32_t> planned;
   for (std::uint32_t seq = 0; seq < 4; ++seq) {

@@ -69,8 +69,25 @@ class WorkerTest : public ::testing::Test {
     return make_packet(r);
   }
 
+  // A worker of window 8 submits a tensor of 9 fragments: the first 8 leave, returned here.
+  std::vector<std::vector<std::uint8_t>> send_eight_of_nine(Worker& wide) {
+    wide.submit(0, nine_in, nine_out, out);
+    auto frags = sent();
+    EXPECT_EQ(frags.size(), 8u);
+    return frags;
+  }
+  // The result for `fragment` carrying a plan (remap_index) for its lane's next seq.
+  std::vector<std::uint8_t> planning_result(const std::vector<std::uint8_t>& fragment,
+                                            std::uint32_t remap_index) {
+    auto r = result_for(fragment, 8, flag::kRemap);
+    proto::store_be32(r.data() + proto::offset::remap_index, remap_index);
+    return r;
+  }
+
   Worker w;
   Outbox out;
+  std::vector<float> nine_in = std::vector<float>(4 * 9, 1.0f);
+  std::vector<float> nine_out = std::vector<float>(4 * 9);
   std::vector<float> input = std::vector<float>(10, 0.5f);
   std::vector<float> output = std::vector<float>(10, -1.0f);
 };
@@ -638,16 +655,12 @@ TEST_F(WorkerTest, GivesUpWithAClearErrorAtTheDeadline) {
 }
 
 TEST_F(WorkerTest, RemapMovesTheSlotsNextFragment) {
-  std::vector<float> big(4 * 9, 1.0f), result(4 * 9);
   WorkerConfig c = small_config();
   c.initial_window = 8;
   Worker wide(c);
-  wide.submit(0, big, result, out);
-  auto frags = sent();
+  const auto frags = send_eight_of_nine(wide);
   ASSERT_EQ(frags.size(), 8u);
-  auto r = result_for(frags[0], 8, flag::kRemap);
-  proto::store_be32(r.data() + 36, 4242);  // remap_index
-  wide.on_packet(10, r, out);
+  wide.on_packet(10, planning_result(frags[0], 4242), out);
   auto next = sent();
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(header_of(next[0]).seq, 8u);  // slot 0 again
@@ -657,16 +670,12 @@ TEST_F(WorkerTest, RemapMovesTheSlotsNextFragment) {
 // A plan's cap holds its seq back until fewer fragments than the cap may hold aggregators:
 // then its aggregator is free of the job's own earlier seqs (aggregator_planner.h).
 TEST_F(WorkerTest, APlansCapHoldsItsSeqUntilThatFewAreOut) {
-  std::vector<float> big(4 * 9, 1.0f), result(4 * 9);
   WorkerConfig c = small_config();
   c.initial_window = 8;
   Worker wide(c);
-  wide.submit(0, big, result, out);
-  auto frags = sent();
+  const auto frags = send_eight_of_nine(wide);
   ASSERT_EQ(frags.size(), 8u);
-  auto r = result_for(frags[0], 8, flag::kRemap);
-  proto::store_be32(r.data() + 36, proto::encode_lane_assignment({4242, 6}));
-  wide.on_packet(10, r, out);
+  wide.on_packet(10, planning_result(frags[0], proto::encode_lane_assignment({4242, 6})), out);
   EXPECT_TRUE(sent().empty());  // 7 out, cap 6
   wide.on_packet(11, result_for(frags[1], 8), out);
   EXPECT_TRUE(sent().empty());  // 6 out

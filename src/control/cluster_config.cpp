@@ -539,7 +539,7 @@ std::vector<engines::SwitchJob> ClusterConfig::switch_jobs(const std::string& na
 engines::HomeSlice ClusterConfig::home_of(const JobConfig& job, std::uint32_t* pool) const {
   engines::HomeSlice home;
   // Home turns alone are the same whoever computes them: every PS shard plans over the whole
-  // home. Borrowing is each shard's own: then each plans over its share.
+  // home. Borrowing is each shard's own: then each plans over its share (worker and PS alike).
   home.shards = job.borrow_aggregators ? static_cast<std::uint32_t>(job.parameter_servers.size())
                                        : 1;
   std::uint32_t largest = 0;
@@ -547,15 +547,15 @@ engines::HomeSlice ClusterConfig::home_of(const JobConfig& job, std::uint32_t* p
     const SwitchSpec& s = switch_named(rack);
     if (s.policy != engines::Policy::atp || s.aggregators / s.threads <= largest) continue;
     largest = s.aggregators / s.threads;
-    const engines::SwitchJob slice = home_slice(rack, job.id);
-    home.first = slice.static_first;
-    home.count = slice.static_count;
+    const Slice slice = home_slice(rack, job.id);
+    home.first = slice.first;
+    home.count = slice.count;
   }
   if (pool) *pool = largest;
   return home;
 }
 
-engines::SwitchJob ClusterConfig::home_slice(const std::string& name, std::uint32_t id) const {
+Slice ClusterConfig::home_slice(const std::string& name, std::uint32_t id) const {
   const SwitchSpec& s = switch_named(name);
   const unsigned thread = thread_of(name, id);
   std::vector<engines::SwitchJob> mine;
@@ -569,7 +569,7 @@ engines::SwitchJob ClusterConfig::home_slice(const std::string& name, std::uint3
   for (auto& j : mine) cut.push_back(&j);
   cut_static_slices(s.aggregators / s.threads, cut);
   for (const auto& j : mine)
-    if (j.job == id) return j;
+    if (j.job == id) return {j.static_first, j.static_count};
   throw std::invalid_argument("switch '" + name + "' does not serve job " + std::to_string(id));
 }
 
@@ -589,10 +589,7 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
     pj.values_per_packet = job.values_per_packet;
     pj.downstream = book.id_of(results_via(job));
     pj.ps_index = static_cast<std::uint8_t>(it - job.parameter_servers.begin());
-    pj.parameter_servers = static_cast<std::uint8_t>(job.parameter_servers.size());
-    const engines::HomeSlice home = home_of(job, &pj.pool_size);
-    pj.home_first = home.first;
-    pj.home_count = home.count;
+    pj.home = home_of(job, &pj.pool_size);
     pj.borrow = job.borrow_aggregators;
     pj.token = wire_token(job.id);
     out.push_back(pj);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "control/slice_allocator.h"
 #include "engines/ps/parameter_server.h"
 #include "engines/switch/switch_pipeline.h"
 #include "engines/worker/worker.h"
@@ -132,7 +133,7 @@ class ClusterConfig {
   // Job `id`'s slice of the pool of switch `name`'s thread serving it, cut as static
   // partitioning cuts it: its static slice, and under the other policies its PS's home for
   // the aggregator plan.
-  engines::SwitchJob home_slice(const std::string& name, std::uint32_t id) const;
+  Slice home_slice(const std::string& name, std::uint32_t id) const;
   // What to install on parameter server `name`.
   std::vector<engines::PsJob> server_jobs(const std::string& name,
                                           runtime::AddressBook& book) const;

@@ -4,8 +4,8 @@
 // with several PS shards, shard k plans over the home indices congruent to k, so shards never
 // hand out the same aggregator. Before the first plan arrives, seq t takes its shard's home in
 // turn: the plan's own choice for a job that keeps to its home.
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 
 #include "proto/aggregator_index.h"
@@ -22,15 +22,22 @@ inline std::uint32_t plan_lag(std::uint32_t window, std::uint32_t ring) {
 struct HomeSlice {
   std::uint32_t first = 0;
   std::uint32_t count = 0;  // 0: none (the job's lanes start hashed)
+  // The shards planning it apart: the job's PS shards when they borrow, else 1 (home turns
+  // are the same whoever computes them). ClusterConfig::home_of decides, for workers and PSs.
   std::uint32_t shards = 1;
 
-  // Home aggregators of shard `shard`: first + shard' + shards * i, for those in the slice.
+  // Home aggregators of shard `shard`: the indices of the slice congruent to it,
+  // first + start_of(shard) + shards * i.
   std::uint32_t shard_size(std::uint32_t shard) const {
-    const std::uint32_t start = (shard + shards - first % shards) % shards;  // first of shard
+    const std::uint32_t start = start_of(shard);
     return start >= count ? 0 : (count - start + shards - 1) / shards;
   }
   std::uint32_t shard_member(std::uint32_t shard, std::uint32_t i) const {
-    return first + (shard + shards - first % shards) % shards + shards * i;
+    return first + start_of(shard) + shards * i;
+  }
+  // Where the shard's first home aggregator sits, from `first`.
+  std::uint32_t start_of(std::uint32_t shard) const {
+    return (shard + shards - first % shards) % shards;
   }
 
   // Where seq `seq` goes before any plan: its shard's home aggregators in turn, each reused

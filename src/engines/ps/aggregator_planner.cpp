@@ -50,25 +50,21 @@ void AggregatorPlanner::find_borrowable(const HomeSlice& home) {
   neighbours_.assign(blocks, Neighbour{0, kBorrowBackoff, std::numeric_limits<Time>::min() / 2});
 }
 
-LanePlan AggregatorPlanner::on_result(Time now, std::uint32_t seq, std::uint32_t aggregator,
-                                      bool collided) {
-  learn(now, aggregator % setup_.pool, collided);
+PlannedResult AggregatorPlanner::on_result(Time now, std::uint32_t seq,
+                                           std::uint32_t aggregator, bool collided) {
+  const bool borrowed = learn(now, aggregator % setup_.pool, collided);
   const std::uint32_t next = seq + setup_.lag;
   Lane& lane = lanes_[next & (setup_.lag - 1)];
   const LanePlan plan = choose(now, next, cap_now(), lane);
   lane = {true, next, plan.aggregator, plan.in_flight_cap};
-  return plan;
+  return {plan, borrowed};
 }
 
 // Borrowing grows by one aggregator per round of results (a cap's worth) and halves when a
 // borrowed aggregator was busy, whose owner's slice is then left alone for a while.
-void AggregatorPlanner::learn(Time now, std::uint32_t aggregator, bool collided) {
+bool AggregatorPlanner::learn(Time now, std::uint32_t aggregator, bool collided) {
   auto it = borrow_position_.find(aggregator);
   const bool borrowed = it != borrow_position_.end();
-  ++stats_.results;
-  stats_.borrowed += borrowed;
-  stats_.borrowed_collided += borrowed && collided;
-  stats_.home_collided += !borrowed && collided;
   if (borrowed) {
     Neighbour& n = neighbours_[borrowable_[it->second].block];
     if (collided) {
@@ -78,14 +74,15 @@ void AggregatorPlanner::learn(Time now, std::uint32_t aggregator, bool collided)
       n.busy_until = now + n.backoff;
       n.last_collided = now;
       borrow_ /= 2;
-      return;
+      return true;
     }
   }
-  if (collided) return;  // ours met a borrower's: it backs off when it meets ours
+  if (collided) return borrowed;  // ours met a borrower's: it backs off when it meets ours
   const double most = std::min<double>(
       borrowable_.size(), setup_.window / setup_.shards -
                               std::min<std::uint32_t>(home_size(), setup_.window / setup_.shards));
   borrow_ = std::min(most, borrow_ + 1.0 / cap_now());
+  return borrowed;
 }
 
 // In this shard's fragments: the worker sends a seq of this shard only while fewer than the

@@ -5,21 +5,23 @@
 // and in a short pool a third of the fragments collide, each costing the PS link one packet
 // per worker. Instead, admission gives each job a home slice of the pool (the slice static
 // partitioning would give it), and the PS that answers seq s names, in that result, the
-// aggregator seq s + window will use and how many of its shard's fragments may be in flight
-// when it leaves (proto::encode_lane_assignment). Every worker of the job takes the same
-// result, so they agree.
+// aggregator seq s + lag will use and how many of its shard's fragments may be in flight when
+// it leaves (proto::encode_lane_assignment; lag = plan_lag(), two windows). Every worker of
+// the job takes the same result, so they agree.
 //
-// The plan keeps three rules:
+// The plan keeps these rules:
 //   - A job never collides with itself: seq t's aggregator differs from that of every seq of
 //     its shard within the in-flight cap of it.
-//   - Home first: a borrowed aggregator is used only when every home one is taken by a nearby
-//     seq. With every job busy, each keeps to its home: static's packing, without static's
-//     power-of-two window.
+//   - Home turns: without borrowing, seq t takes its home's turn, which any worker can compute
+//     for a plan it lost. With every job busy, each keeps to its home: static's packing,
+//     without static's power-of-two window.
+//   - With borrowing (opt-in), home first: a borrowed aggregator is used only when every home
+//     one is taken by a nearby seq.
 //   - Borrow what others leave idle, and give it back: the borrowing budget grows by one per
 //     round of results and halves when a borrowed aggregator turns out busy; its owner's slice
 //     is then left alone for a while, twice as long each time it is found busy again.
-// With several PS shards, each plans its own seqs over its own share of the pool (indices
-// congruent to its shard), so shards never hand out the same aggregator.
+// Borrowing with several PS shards, each plans its own seqs over its own share of the pool
+// (indices congruent to its shard), so shards never hand out the same aggregator.
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -49,11 +51,9 @@ using LanePlan = proto::LaneAssignment;
 // How long a neighbour's slice found busy is first left to its owner.
 inline constexpr Duration kBorrowBackoff = 2 * kMillisecond;
 
-struct PlannerStats {
-  std::uint64_t results = 0;            // seqs planned after
-  std::uint64_t borrowed = 0;           // of them, aggregated (or tried to) on a borrowed one
-  std::uint64_t borrowed_collided = 0;  // ... and met its owner (or another borrower)
-  std::uint64_t home_collided = 0;      // home seqs that met a borrower
+struct PlannedResult {
+  LanePlan next;              // for the seq `lag` later
+  bool was_borrowed = false;  // the result's own seq had aggregated (or tried) on a borrowed one
 };
 
 class AggregatorPlanner {
@@ -65,12 +65,11 @@ class AggregatorPlanner {
   bool enabled() const { return enabled_; }
   // Seq `seq`'s result is leaving; it had aggregated at `aggregator` (as the fragments named
   // it) and `collided` says whether any part of it met a busy one. Returns the plan for
-  // seq + window.
-  LanePlan on_result(Time now, std::uint32_t seq, std::uint32_t aggregator, bool collided);
+  // seq + lag.
+  PlannedResult on_result(Time now, std::uint32_t seq, std::uint32_t aggregator, bool collided);
 
   std::uint32_t home_size() const { return static_cast<std::uint32_t>(home_.size()); }
   double borrowing() const { return borrow_; }
-  const PlannerStats& stats() const { return stats_; }
 
  private:
   struct Borrowable {
@@ -88,7 +87,7 @@ class AggregatorPlanner {
   };
 
   void find_borrowable(const HomeSlice& home);
-  void learn(Time now, std::uint32_t aggregator, bool collided);
+  bool learn(Time now, std::uint32_t aggregator, bool collided);  // returns: it was borrowed
   std::uint32_t cap_now() const;
   LanePlan choose(Time now, std::uint32_t seq, std::uint32_t cap, const Lane& own);
   bool usable(Time now, std::uint32_t position) const;
@@ -108,7 +107,6 @@ class AggregatorPlanner {
   double borrow_ = 0;        // borrowed aggregators this shard may use
   std::vector<std::uint32_t> gap_;  // choose()'s scratch, per candidate
   std::vector<std::uint8_t> clash_;
-  PlannerStats stats_;
 };
 
 }  // namespace atp::engines

@@ -37,11 +37,11 @@ void ParameterServer::add_job(PsJob config) {
   }
   job.ring = ring_or_default(config.window, config.ring);
   job.entries.resize(std::size_t{job.ring} * 2);
+  const std::uint32_t plan_shards = std::max(1u, config.home.shards);
   job.planner = AggregatorPlanner(
-      {config.pool_size, config.home_first, config.home_count, config.window,
-       plan_lag(config.window, job.ring),
-       config.borrow ? std::max<std::uint32_t>(1, config.parameter_servers) : 1,
-       config.borrow ? config.ps_index : 0u, config.borrow});
+      {config.pool_size, config.home.first, config.home.count, config.window,
+       plan_lag(config.window, job.ring), plan_shards, config.ps_index % plan_shards,
+       config.borrow});
   job.runs = RunRegistry(config.first_run, job.workers);
   job.config = std::move(config);
   const std::uint32_t id = job.config.job;
@@ -399,13 +399,12 @@ void ParameterServer::send_result(Job& job, Entry& e, bool floats, Outbox& out) 
 
   if (job.planner.enabled()) {
     h.set(flag::kRemap);
-    h.remap_index = proto::encode_lane_assignment(
-        job.planner.on_result(now_, e.seq, e.aggregator, e.collided));
+    const PlannedResult planned = job.planner.on_result(now_, e.seq, e.aggregator, e.collided);
+    h.remap_index = proto::encode_lane_assignment(planned.next);
     ++job.counters.plans;
-    const PlannerStats& planned = job.planner.stats();
-    job.counters.borrowed = planned.borrowed;
-    job.counters.borrowed_collided = planned.borrowed_collided;
-    job.counters.home_collided = planned.home_collided;
+    job.counters.borrowed += planned.was_borrowed;
+    job.counters.borrowed_collided += planned.was_borrowed && e.collided;
+    job.counters.home_collided += !planned.was_borrowed && e.collided;
   }
 
   proto::encode(h, e.result);  // result_payload() sized it

@@ -37,10 +37,9 @@ struct PsJob {
   // PS 0 of a job answers workers asking for their run.
   std::uint16_t first_run = 0;
   std::uint32_t ring = 0;  // the workers' ring (0: ring_or_default): two entries per slot
-  // The job's home slice of the pool, where the plan starts (aggregator_planner.h).
-  std::uint32_t home_first = 0;
-  std::uint32_t home_count = 0;
-  std::uint8_t parameter_servers = 1;  // the job's PS shards
+  // The job's home slice of the pool and the shards planning it, as its workers have it
+  // (home_slice.h): where the plan starts.
+  HomeSlice home;
   bool borrow = false;  // plan on other jobs' idle home aggregators too
 };
 

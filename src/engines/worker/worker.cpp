@@ -129,15 +129,15 @@ Worker::Worker(WorkerConfig config)
       lanes_(plan_lag_),
       holding_(std::max(1u, config.home.shards), 0) {
   for (std::uint32_t lane = 0; lane < lanes_.size(); ++lane) {
-    if (home_turns_) {
-      const auto turn = home_.initial(lane, config_.window);
-      lanes_[lane] = {lane, turn->aggregator, turn->in_flight_cap};
+    LaneAssignment& l = lanes_[lane];
+    l.seq = lane;
+    if (const auto turn = home_turns_ ? home_.initial(lane, config_.window) : std::nullopt) {
+      l.aggregator = turn->aggregator;
+      l.in_flight_cap = turn->in_flight_cap;
     } else {
-      lanes_[lane].aggregator = config_.placement == Placement::linear
-                                    ? lane
-                                    : proto::aggregator_hash(config_.job, lane);
+      const bool linear = config_.placement == Placement::linear;
+      l.aggregator = linear ? lane : proto::aggregator_hash(config_.job, lane);
     }
-    lanes_[lane].seq = lane;
   }
 }
 
@@ -341,7 +341,8 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
     batch_.newest_sent = f.first_sent;
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   update_windows(h, f.seq);
-  if (h.has(flag::kRemap) && config_.placement == Placement::planned) take_plan(f.seq, h.remap_index);
+  if (h.has(flag::kRemap) && config_.placement == Placement::planned)
+    take_plan(f.seq, h.remap_index);
   detect_gaps(now, f, out);
   advance_base();
   // Into the slot this result freed, now rather than after the batch: the fragment's input
@@ -350,7 +351,7 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   fill_window(now, out);
 }
 
-// The PS's plan for the seq a window after `seq`, which uses the same lane.
+// The PS's plan for the seq plan_lag_ after `seq`, which uses the same lane.
 void Worker::take_plan(std::uint32_t seq, std::uint32_t remap_index) {
   const proto::LaneAssignment plan = proto::decode_lane_assignment(remap_index);
   const std::uint32_t next = seq + plan_lag_;

@@ -24,10 +24,11 @@
 
 namespace atp::engines {
 
-// Where a job's fragments aggregate. `planned`: the first window of seqs hashed, then where the
-// job's PS plans them (engines/ps/aggregator_planner.h: its home slice first, borrowing what
-// other jobs leave idle), each result naming its slot's next aggregator and the in-flight cap
-// that seq leaves under. `hash`: aggregator_hash(job, lane) for ever (the paper's ATP).
+// Where a job's fragments aggregate. `planned`: where the job's PS plans them
+// (engines/ps/aggregator_planner.h: its home slice in turns, and other jobs' idle homes when it
+// borrows), each result naming the aggregator of the seq two windows on and the in-flight cap
+// that seq leaves under; a seq whose plan was lost takes its home's turn.
+// `hash`: aggregator_hash(job, lane) for ever (the paper's ATP).
 // `linear`: the lane itself, the same indices for every job (the paper's Fig. 14 strawman:
 // jobs sharing a pool collide on every lane).
 enum class Placement { planned, hash, linear };
