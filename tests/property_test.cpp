@@ -6,14 +6,14 @@
 #include <cstdlib>
 
 #include "sim/cluster.h"
-#include "sim/rng.h"
+#include "workload/rng.h"
 #include "sim/scenario.h"
 
 namespace atp::sim {
 namespace {
 
 Scenario random_scenario(std::uint64_t seed) {
-  Rng rng(seed * 0x9E3779B97F4A7C15ull + 17);
+  workload::Rng rng(seed * 0x9E3779B97F4A7C15ull + 17);
   Scenario s;
   s.seed = seed;
   s.racks = 1 + static_cast<unsigned>(rng.below(2));

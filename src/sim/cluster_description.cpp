@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sim/rng.h"
+#include "workload/rng.h"
 
 namespace atp::sim {
 
@@ -35,8 +35,8 @@ runtime::Endpoint control_address() { return address(9, 0); }
 namespace {
 std::uint64_t launch_draw(std::uint64_t seed, std::uint32_t job, std::uint32_t n) {
   std::uint64_t state = seed ^ (std::uint64_t{job} << 32);
-  std::uint64_t draw = splitmix64(state);
-  for (std::uint32_t i = 0; i < n; ++i) draw = splitmix64(state);
+  std::uint64_t draw = workload::splitmix64(state);
+  for (std::uint32_t i = 0; i < n; ++i) draw = workload::splitmix64(state);
   return draw;
 }
 }  // namespace

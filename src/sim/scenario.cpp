@@ -8,7 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "sim/rng.h"
+#include "workload/rng.h"
 #include "workload/models.h"
 
 namespace atp::sim {
@@ -123,7 +123,7 @@ JobSpec job_spec(const Scenario& s, engines::Policy policy, CollectiveKind colle
   }
   // Independent jobs are out of phase: each starts at a seeded offset within one compute
   // phase (all of a job's workers together).
-  Rng phase(s.seed * 7919 + j);
+  workload::Rng phase(s.seed * 7919 + j);
   job.plan.start = static_cast<Duration>(j * s.arrival_gap_us * kMicrosecond) +
                    static_cast<Duration>(phase.uniform() * static_cast<double>(job.plan.compute));
   job.gradients.seed = s.seed * 1000003 + j;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engines/common.h"
-#include "sim/rng.h"
+#include "workload/rng.h"
 
 namespace atp::sim {
 
@@ -98,7 +98,7 @@ class Simulator {
   void record(const Event& e);
   static std::uint64_t key(NodeId from, NodeId to) { return (std::uint64_t{from} << 32) | to; }
 
-  Rng rng_;
+  workload::Rng rng_;
   Time now_ = 0;
   std::uint64_t order_ = 0, events_ = 0, trace_hash_ = 0xcbf29ce484222325ull;
   std::vector<std::unique_ptr<Node>> nodes_;

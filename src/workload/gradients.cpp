@@ -6,12 +6,9 @@
 
 #include "proto/byte_order.h"
 #include "quant/quantizer.h"
-#include "sim/rng.h"  // header-only generators, shared with the simulator's links
+#include "workload/rng.h"
 
 namespace atp::workload {
-
-using sim::Rng;
-using sim::splitmix64;
 
 void GradientSource::fill(std::uint32_t job, std::uint32_t worker, std::uint32_t iteration,
                           std::uint32_t tensor, std::span<float> out) const {

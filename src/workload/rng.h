@@ -1,9 +1,10 @@
 #pragma once
-// The simulator's one source of randomness: xoshiro256** seeded through splitmix64. Its output
-// is fully specified (unlike std:: distributions), so a seed gives the same run everywhere.
+// The project's one source of randomness: xoshiro256** seeded through splitmix64. Its output is
+// fully specified (unlike std:: distributions), so a seed gives the same gradients and the same
+// simulated run everywhere. The workload's generators and the simulator's links both draw from it.
 #include <cstdint>
 
-namespace atp::sim {
+namespace atp::workload {
 
 inline std::uint64_t splitmix64(std::uint64_t& x) {
   std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
@@ -39,4 +40,4 @@ class Rng {
   std::uint64_t s_[4];
 };
 
-}  // namespace atp::sim
+}  // namespace atp::workload
