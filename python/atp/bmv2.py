@@ -17,8 +17,8 @@ import subprocess
 import threading
 import time
 
-from .cluster import PREFIX, Topology, sh
 from .launch import source_file
+from .topology import PREFIX, Topology, sh, teardown
 
 TOOLS = ("simple_switch", "simple_switch_CLI", "p4c-bm2-ss")
 ATP_UDP_PORT = 9999  # what the P4 parser takes as ATP (proto::kDefaultUdpPort)
@@ -230,7 +230,6 @@ class Bmv2Topology(Topology):
         self.attach(switch_ns, port, ip, mac_of(ip, 0))
 
     def build(self):
-        from .cluster import teardown
         teardown()
         for r in range(self.racks):
             self.bare_switch(self.rack_switch(r))

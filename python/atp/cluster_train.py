@@ -18,8 +18,8 @@ import signal
 import sys
 import time
 
-from .cluster import Topology, cluster_file, topology_up, wait_with_cpu
 from .launch import atp_binary, source_file
+from .topology import Topology, cluster_file, topology_up, wait_with_cpu
 
 CONTROLLER_PORT = 50051
 

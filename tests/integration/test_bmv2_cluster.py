@@ -16,9 +16,9 @@ import unittest
 ATP = os.environ.get("ATP_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin/atp"))
 PROGRAM = os.environ.get("ATP_P4_PROGRAM", "")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(ATP)), "..", "python"))
-from atp import cluster  # noqa: E402
+from atp import topology  # noqa: E402
 
-REASON = cluster.namespaces_available()
+REASON = topology.namespaces_available()
 if not REASON and not os.path.isfile(PROGRAM):
     REASON = "set ATP_P4_PROGRAM to the compiled p4/v1model/atp.p4 (p4/conformance/run.sh does)"
 if not REASON and shutil.which("simple_switch") is None:
@@ -60,7 +60,7 @@ class Bmv2Cluster(unittest.TestCase):
                 self.assertEqual(counts["drop_forged"] + counts["drop_unknown_job"]
                                  + counts["drop_malformed"], 0, (system, switch, counts))
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        self.assertNotIn(cluster.PREFIX, listing)  # torn down
+        self.assertNotIn(topology.PREFIX, listing)  # torn down
 
     def test_one_rack_two_jobs_dynamic_and_static_under_loss(self):
         report = run(racks=1, workers=3, systems="atp,static", loss=0.02)

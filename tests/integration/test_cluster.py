@@ -10,9 +10,22 @@ import unittest
 
 ATP = os.environ.get("ATP_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin/atp"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(ATP)), "..", "python"))
-from atp import cluster  # noqa: E402
+from atp import topology  # noqa: E402
 
-REASON = cluster.namespaces_available()
+REASON = topology.namespaces_available()
+
+
+class Layout(unittest.TestCase):
+    def test_the_runs_stand_on_the_topology_not_on_the_command_that_picks_them(self):
+        """atp.topology is what the allreduce runs (atp.cluster), the BMv2 switches (atp.bmv2)
+        and the training run (atp.cluster_train) share; none of them imports atp.cluster back."""
+        check = ("import sys, atp.topology, atp.bmv2, atp.cluster_train; "
+                 "print(sorted(m for m in sys.modules if m.startswith('atp.')))")
+        env = dict(os.environ, PYTHONPATH=sys.path[0])
+        loaded = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True,
+                                env=env, check=True).stdout
+        self.assertIn("'atp.topology'", loaded)
+        self.assertNotIn("'atp.cluster'", loaded)
 
 
 @unittest.skipIf(REASON, f"atp cluster: {REASON} (skipped)")
@@ -38,7 +51,7 @@ class ClusterSmoke(unittest.TestCase):
         self.assertLess(0, report["wire_ceiling_gbps"])
         self.assertIn("gloo", report["atp_vs"])
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        self.assertNotIn(cluster.PREFIX, listing)  # torn down
+        self.assertNotIn(topology.PREFIX, listing)  # torn down
 
     def test_ddp_under_torchrun_on_two_racks_matches_gloo(self):
         """`atp cluster train`: the torch backend's jobs admitted by a controller in a switch
@@ -138,21 +151,21 @@ class ClusterSmoke(unittest.TestCase):
                              capture_output=True, text=True, timeout=120)
         self.assertNotEqual(run.returncode, 0)
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-        self.assertNotIn(cluster.PREFIX, listing)
+        self.assertNotIn(topology.PREFIX, listing)
 
     def test_a_second_cluster_run_refuses_rather_than_tear_down_the_first(self):
-        lock = cluster.take_cluster_lock()  # this test plays the running cluster
+        lock = topology.take_cluster_lock()  # this test plays the running cluster
         self.assertIsNotNone(lock)
         try:
-            subprocess.run(["ip", "netns", "add", cluster.PREFIX + "busy"], check=True)
+            subprocess.run(["ip", "netns", "add", topology.PREFIX + "busy"], check=True)
             run = subprocess.run([ATP, "cluster", "run", "--workers", "2", "--floats", "1000",
                                   "--systems", "atp"], capture_output=True, text=True, timeout=60)
             self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
             self.assertIn("another atp cluster is running", run.stderr)
             listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-            self.assertIn(cluster.PREFIX + "busy", listing)  # the running one's, untouched
+            self.assertIn(topology.PREFIX + "busy", listing)  # the running one's, untouched
         finally:
-            subprocess.run(["ip", "netns", "del", cluster.PREFIX + "busy"])
+            subprocess.run(["ip", "netns", "del", topology.PREFIX + "busy"])
             lock.close()
 
 
