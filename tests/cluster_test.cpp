@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "control/cluster_config.h"
 #include "conformance/switch_trace.h"
@@ -80,10 +82,12 @@ TEST(Cluster, ThreeJobsShareEightAggregatorsExactlyWithCollisions) {
   EXPECT_GT(collisions, 0u);
 }
 
-// The planned placement's promise (aggregator_planner.h): each job keeps to its home slice in
-// turns, so no fragment meets a busy aggregator, whether the pool holds every job's window or
-// only a slice of it, with one PS per job or sharded ones, at one level or two.
-TEST(Cluster, PlannedJobsNeverMeetABusyAggregatorWithoutLoss) {
+// The planned placement's promise (aggregator_planner.h, cap_allowance.h): each job keeps to
+// its home slice, so no job's fragment ever names an aggregator another job uses, whether the
+// pool holds every job's window or only a slice of it, with one PS per job or sharded ones, at
+// one level or two. Within its home a job meets only its own seqs (past its cap, within the
+// allowance), which costs that job alone; most of its fragments still aggregate in the network.
+TEST(Cluster, PlannedJobsKeepToTheirHomesAndNeverMeetAnother) {
   for (std::uint32_t pool : {8u, 24u, 96u})
     for (std::uint32_t servers : {1u, 4u})
       for (std::uint32_t racks : {1u, 2u}) {
@@ -94,11 +98,27 @@ TEST(Cluster, PlannedJobsNeverMeetABusyAggregatorWithoutLoss) {
         s.parameter_servers = servers;
         s.compute_us = 200;  // the jobs' iterations interleave
         s.iterations = 3;
-        const auto r = run(s);
+        std::map<std::uint32_t, std::set<std::uint32_t>> named;  // job -> aggregators
+        const auto r = run(s, [&](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
+          proto::Header h;
+          if (proto::decode(bytes, h) == proto::DecodeError::ok &&
+              h.kind == proto::Kind::fragment && !h.is_downward())
+            named[h.job].insert(h.aggregator % pool);
+          return false;  // watch, never drop
+        });
+        ASSERT_EQ(named.size(), 3u);
+        for (auto a = named.begin(); a != named.end(); ++a) {
+          EXPECT_LE(a->second.size(), (pool + 2) / 3) << s.command_line();
+          for (auto b = std::next(a); b != named.end(); ++b)
+            for (std::uint32_t i : a->second)
+              EXPECT_FALSE(b->second.count(i))
+                  << "jobs " << a->first << " and " << b->first << " both use aggregator " << i
+                  << ": " << s.command_line();
+        }
         for (const auto& j : r.jobs) {
           EXPECT_TRUE(j.exact);
-          EXPECT_EQ(j.switches.collisions, 0u) << s.command_line();
-          EXPECT_EQ(j.fraction_in_network, 1.0) << s.command_line();
+          EXPECT_EQ(j.workers.timeouts, 0u) << s.command_line();
+          EXPECT_GE(j.fraction_in_network, 0.75) << s.command_line();
         }
       }
 }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "engines/worker/worker.h"
 #include "packet_builder.h"
@@ -684,6 +686,120 @@ TEST_F(WorkerTest, APlansCapHoldsItsSeqUntilThatFewAreOut) {
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(header_of(next[0]).seq, 8u);
   EXPECT_EQ(header_of(next[0]).aggregator, 4242u);
+}
+
+// Drives a planned worker whose home holds 4 aggregators (cap 4, window 8) through a long
+// tensor, answering the oldest unanswered fragment every `step`: reports the most fragments
+// sent once and unanswered at any moment (those that may hold an aggregator).
+class AllowanceRun {
+ public:
+  AllowanceRun() : worker_(config()), in_(4 * 1000, 1.0f), result_(in_.size()) {}
+  static WorkerConfig config() {
+    WorkerConfig c = small_config();
+    c.window = 8;
+    c.ring = 64;
+    c.initial_window = 8;
+    c.home = HomeSlice{100, 4, 1};
+    return c;
+  }
+  void start(Time now) {
+    worker_.submit(now, in_, result_, out_);
+    collect();
+  }
+  // Answers `results` fragments, oldest first, `step` apart.
+  std::uint32_t answer(Time& now, int results, Duration step) {
+    std::uint32_t most = 0;
+    for (int i = 0; i < results && !unanswered_.empty(); ++i) {
+      now += step;
+      const auto oldest = unanswered_.begin();
+      PacketSpec r;
+      const auto h = header_of(oldest->second);
+      r.job = h.job;
+      r.tensor = h.tensor;
+      r.seq = h.seq;
+      r.aggregator = h.aggregator;
+      r.flags = flag::kResult;
+      r.workers = 0;
+      r.values.assign(h.value_count, 8);
+      unanswered_.erase(oldest);
+      resent_.erase(h.seq);
+      worker_.on_packet(now, make_packet(r), out_);
+      collect();
+      most = std::max(most, sent_once());
+    }
+    return most;
+  }
+  // Lets every unanswered fragment time out and be resent (max_rto is 80 ms).
+  void time_out(Time& now) {
+    now += 100 * kMillisecond;
+    worker_.on_timer(now, out_);
+    collect();
+  }
+  std::uint32_t sent_once() const {
+    return static_cast<std::uint32_t>(unanswered_.size() - resent_.size());
+  }
+
+ private:
+  void collect() {
+    for (auto& d : out_.packets()) {
+      const auto h = header_of(d.bytes);
+      EXPECT_GE(h.aggregator, 100u);  // never outside its home
+      EXPECT_LT(h.aggregator, 104u);
+      unanswered_[h.seq] = d.bytes;
+      if (h.has(flag::kResend)) resent_.insert(h.seq);
+    }
+    out_.clear();
+  }
+  Worker worker_;
+  Outbox out_;
+  std::vector<float> in_, result_;
+  std::map<std::uint32_t, std::vector<std::uint8_t>> unanswered_;
+  std::set<std::uint32_t> resent_;
+};
+
+// Clean results let a planned worker past its cap (cap_allowance.h), never past its window.
+TEST(CapAllowance, CleanResultsLetAWorkerPastItsCapWithinItsHome) {
+  AllowanceRun run;
+  Time now = 0;
+  run.start(now);
+  EXPECT_EQ(run.sent_once(), 4u);  // the cap, before any result
+  EXPECT_EQ(run.answer(now, 4, kMillisecond), 4u);
+  const std::uint32_t later = run.answer(now, 60, kMillisecond);
+  EXPECT_GT(later, 4u);
+  EXPECT_LE(later, 8u);
+}
+
+// After a resend the worker keeps to its cap for kAllowanceQuietRounds round trips: loss left
+// partial sums in its home that an excess would run into.
+TEST(CapAllowance, AResendWithholdsItForQuietRounds) {
+  AllowanceRun run;
+  Time now = 0;
+  run.start(now);
+  ASSERT_GT(run.answer(now, 64, kMillisecond), 4u);  // grown
+  run.time_out(now);
+  ASSERT_EQ(run.sent_once(), 0u);
+  // A round trip is about 8 ms here (8 out, one answered per ms): 30 results are well
+  // within 40 of them, 500 well past.
+  EXPECT_LE(run.answer(now, 30, kMillisecond), 4u);
+  EXPECT_GT(run.answer(now, 500, kMillisecond), 4u);
+}
+
+// The rules themselves: clean results grow it, a collision takes one back, a mark halves it.
+TEST(CapAllowance, GrowsOnCleanResultsAndBacksOffOnCollisionsAndMarks) {
+  CapAllowance a;
+  for (int i = 0; i < 8; ++i) a.on_result(false, false);
+  EXPECT_NEAR(a.value(), 0.97, 0.02);
+  for (int i = 0; i < 40; ++i) a.on_result(false, false);
+  const double grown = a.value();
+  EXPECT_GT(grown, 3.0);
+  a.on_result(false, true);
+  EXPECT_DOUBLE_EQ(a.value(), grown - 1);
+  a.on_result(true, true);
+  EXPECT_DOUBLE_EQ(a.value(), (grown - 1) / 2);
+  EXPECT_EQ(a.extra(0, kMillisecond), static_cast<std::uint32_t>((grown - 1) / 2));
+  a.on_resend(10 * kMillisecond);
+  EXPECT_EQ(a.extra(49 * kMillisecond, kMillisecond), 0u);
+  EXPECT_GT(a.extra(50 * kMillisecond, kMillisecond), 0u);
 }
 
 TEST_F(WorkerTest, EmptyTensorCompletesAtOnce) {

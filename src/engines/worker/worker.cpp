@@ -206,11 +206,13 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
   if (budget == 0) return;
   if (in_flight_ == 0) last_progress_ = now;
   Tensor* t = sending_ ? sending_ : &tensors_[send_cursor_];
+  const std::uint32_t extra = allowance_.extra(now, rtt_.srtt());
   for (; budget > 0; --budget) {
     // The plan may hold this seq until fewer are in flight: its aggregator is then free of
-    // the job's own earlier seqs.
+    // the job's own earlier seqs (or, within the allowance, goes on to the PS).
     const std::uint32_t cap = assignment(next_seq_).in_flight_cap;
-    if (cap != 0 && collided_share_ < kCapsYieldAt && holding_aggregators(next_seq_) >= cap)
+    if (cap != 0 && collided_share_ < kCapsYieldAt &&
+        holding_aggregators(next_seq_) >= cap + extra)
       break;
     while (next_seq_ - t->first_seq >= t->fragments) t = &tensors_[++send_cursor_];
     Fragment& f = slot(next_seq_);
@@ -392,17 +394,18 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
     if (shard_of(u) != shard_of(acked.seq)) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
     if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
-    mark_resend(g);
+    mark_resend(now, g);
     ++stats_.fast_resends;
     transmit(now, g, true, out);
   }
 }
 
 // A resend flushes whatever the switches hold of the fragment: it no longer holds an aggregator.
-void Worker::mark_resend(Fragment& f) {
+void Worker::mark_resend(Time now, Fragment& f) {
   ++f.retransmits;
   f.rtt_ambiguous = true;
   release(f);
+  allowance_.on_resend(now);
 }
 
 [[gnu::always_inline]] inline void Worker::advance_base() {
@@ -449,7 +452,7 @@ void Worker::send_probe(Time now, Outbox& out) {
     if (!f.active || f.acked || probed[shard_of(u)]) continue;
     probed[shard_of(u)] = true;
     --left;
-    mark_resend(f);
+    mark_resend(now, f);
     ++stats_.probes;
     transmit(now, f, true, out);
   }
@@ -484,7 +487,7 @@ void Worker::on_timer(Time now, Outbox& out) {
       return;
     }
     if (f.rto_deadline > now) continue;
-    mark_resend(f);
+    mark_resend(now, f);
     ++f.timeouts;
     ++stats_.timeouts;
     if (now - last_progress_ >= kPersistentCongestion * rtt_.rto()) {

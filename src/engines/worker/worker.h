@@ -18,6 +18,7 @@
 #include "engines/counters.h"
 #include "engines/home_slice.h"
 #include "engines/worker/aggregator_window.h"
+#include "engines/worker/cap_allowance.h"
 #include "engines/worker/congestion_window.h"
 #include "engines/worker/rtt_estimator.h"
 #include "proto/header.h"
@@ -27,7 +28,9 @@ namespace atp::engines {
 // Where a job's fragments aggregate. `planned`: where the job's PS plans them
 // (engines/ps/aggregator_planner.h: its home slice in turns, and other jobs' idle homes when it
 // borrows), each result naming the aggregator of the seq two windows on and the in-flight cap
-// that seq leaves under; a seq whose plan was lost takes its home's turn.
+// that seq leaves under; a seq whose plan was lost takes its home's turn. Past the cap, an
+// allowance grown by clean results sends a few more to their (busy) home aggregators and on
+// to the PS, while its link has room (cap_allowance.h).
 // `hash`: aggregator_hash(job, lane) for ever (the paper's ATP).
 // `linear`: the lane itself, the same indices for every job (the paper's Fig. 14 strawman:
 // jobs sharing a pool collide on every lane).
@@ -233,6 +236,7 @@ class Worker {
     const bool collided = result.has(proto::flag::kCollision);
     if (collided) ++stats_.collided_results;
     collided_share_ += (collided - collided_share_) / 64;
+    allowance_.on_result(result.has(proto::flag::kEcn), collided);
     if (config_.aggregator_window) update_aggregator_window(collided);
   }
   void update_aggregator_window(bool collided);
@@ -283,7 +287,7 @@ class Worker {
   std::uint32_t holding_aggregators(std::uint32_t seq) const {
     return holding_[plan_shard_of(seq)];
   }
-  void mark_resend(Fragment& f);
+  void mark_resend(Time now, Fragment& f);
   void release(Fragment& f) {
     if (f.holding) --holding_[plan_shard_of(f.seq)];
     f.holding = false;
@@ -328,6 +332,7 @@ class Worker {
   // flushes the switches' state for its seq).
   std::vector<std::uint32_t> holding_;
   double collided_share_ = 0;  // of recent results (gain 1/64 per result)
+  CapAllowance allowance_;     // fragments a planned cap lets out beyond it
   // The last result, or the send that ended an idle spell: a timeout cuts the congestion
   // window only after a silence of kPersistentCongestion retransmission timeouts since then.
   Time last_progress_ = 0;
