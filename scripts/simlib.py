@@ -39,6 +39,8 @@ def run(atp, base, **overrides):
         "ps_bytes_in": sum(j["ps_bytes_in"] for j in jobs),
         "jobs": [{k: j[k] for k in JOB_FIELDS} for j in jobs],
         "wall_time_s": report["wall_time_s"],
+        # Per interval (atp sim --series-ms), when asked for.
+        "series": report.get("series"),
     }
 
 

@@ -123,6 +123,40 @@ TEST(Cluster, PlannedJobsKeepToTheirHomesAndNeverMeetAnother) {
       }
 }
 
+// The series (atp sim --series-ms) splits each job's aggregations into intervals without
+// changing the run: the same events, and intervals that add up to the job's totals.
+TEST(Cluster, ASeriesSplitsEachJobsAggregationsWithoutChangingTheRun) {
+  Scenario s = small();
+  s.jobs = 2;
+  s.aggregators = 24;
+  s.arrival_gap_us = 3000;
+  s.placement = "hash";  // collisions and PS aggregations to count
+  ClusterSpec spec = to_cluster_spec(s);
+  const ClusterReport whole = run_cluster(spec);
+  spec.sample_every = kMillisecond;
+  const ClusterReport sampled = run_cluster(spec);
+  EXPECT_EQ(whole.trace_hash, sampled.trace_hash);
+  EXPECT_TRUE(whole.series.empty());
+  ASSERT_GE(sampled.series.size(), 4u);
+  for (std::size_t j = 0; j < 2; ++j) {
+    JobInterval sum;
+    for (const SeriesSample& sample : sampled.series) {
+      ASSERT_EQ(sample.jobs.size(), 2u);
+      sum.in_network += sample.jobs[j].in_network;
+      sum.at_ps += sample.jobs[j].at_ps;
+      sum.collisions += sample.jobs[j].collisions;
+    }
+    const JobReport& r = sampled.jobs[j];
+    EXPECT_TRUE(r.exact);
+    EXPECT_EQ(sum.in_network, r.ps.completed_in_network);
+    EXPECT_EQ(sum.at_ps, r.ps.completed - r.ps.completed_in_network);
+    EXPECT_EQ(sum.collisions, r.switches.collisions);
+  }
+  EXPECT_GT(sampled.series[0].jobs[0].in_network, 0u);
+  for (int i = 0; i < 3; ++i)  // job 2 arrives after 3 ms
+    EXPECT_EQ(sampled.series[i].jobs[1].in_network + sampled.series[i].jobs[1].at_ps, 0u);
+}
+
 // Linear placement puts every job's lanes on the same aggregators for ever: the jobs collide on
 // every lane (the paper's Fig. 14). The PSs' plan moves each job to its home slice after the
 // first window. Exact either way.

@@ -10,16 +10,24 @@ namespace atp::apps {
 
 namespace {
 
-void run_sim(const sim::Scenario& scenario, bool json, const std::string& trace_dir) {
+// How a run is watched; none of it changes the run.
+struct Outputs {
+  bool json = false;
+  std::string trace_dir;
+  double series_ms = 0;
+};
+
+void run_sim(const sim::Scenario& scenario, const Outputs& outputs) {
   sim::ClusterSpec spec = sim::to_cluster_spec(scenario);
-  spec.trace_dir = trace_dir;
+  spec.trace_dir = outputs.trace_dir;
+  spec.sample_every = static_cast<Duration>(outputs.series_ms * kMillisecond);
   const auto start = std::chrono::steady_clock::now();
   const sim::ClusterReport report = sim::run_cluster(spec);
   RunInfo info;
   info.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   info.reproduce = scenario.command_line();
-  if (json)
+  if (outputs.json)
     std::cout << to_json(report, info).dump(2) << "\n";
   else
     std::cout << to_table(report, info);
@@ -32,8 +40,7 @@ void add_sim_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "sim", "Run jobs on a simulated cluster (deterministic: same seed, same run)");
   static sim::Scenario s;
-  static bool json = false;
-  static std::string trace_dir;
+  static Outputs outputs;
   auto* cluster = cmd->add_option("--cluster", s.cluster_file,
                   "Run a cluster file's switches, PSs and jobs (docs/configuration.md) instead "
                   "of --racks, --workers-per-rack, --jobs, --aggregators, --window, "
@@ -141,8 +148,12 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--time-limit-s", s.time_limit_s, "Simulated seconds before giving up")
       ->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
-  cmd->add_flag("--json", json, "Print one JSON object instead of a table");
-  cmd->add_option("--trace-dir", trace_dir,
+  cmd->add_flag("--json", outputs.json, "Print one JSON object instead of a table");
+  cmd->add_option("--series-ms", outputs.series_ms,
+                  "With --json: each job's aggregations in network and at its PSs, and its "
+                  "collisions, per interval of this many simulated ms (\"series\")")
+      ->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--trace-dir", outputs.trace_dir,
                   "Write each switch's trace there (rack<r>.jsonl, spine.jsonl) for `atp trace "
                   "replay` and the P4 conformance harness")
       ->check(CLI::ExistingDirectory);
@@ -156,7 +167,7 @@ void add_sim_command(CLI::App& app) {
   // --config belongs to the top-level app (CLI11 reads config files there); fallthrough lets
   // it follow `sim` on the command line.
   cmd->fallthrough();
-  cmd->callback([] { run_sim(s, json, trace_dir); });
+  cmd->callback([] { run_sim(s, outputs); });
 }
 
 }  // namespace atp::apps

@@ -29,6 +29,19 @@ double iterations_per_second(const sim::JobReport& j) {
   return (j.iterations - 1) / (static_cast<double>(j.completion_time - j.first_iteration_end) / kSecond);
 }
 
+// Per interval, per job (in the report's job order): {"end_s", "jobs": [{"in_network",
+// "at_ps", "collisions"}]}.
+nlohmann::json series_json(const sim::ClusterReport& report) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const sim::SeriesSample& s : report.series) {
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const sim::JobInterval& j : s.jobs)
+      jobs.push_back({{"in_network", j.in_network}, {"at_ps", j.at_ps}, {"collisions", j.collisions}});
+    samples.push_back({{"end_s", static_cast<double>(s.end) / kSecond}, {"jobs", jobs}});
+  }
+  return samples;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
@@ -71,7 +84,7 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
     collisions += j.switches.collisions;
   }
   const double eps = info.wall_seconds > 0 ? static_cast<double>(report.events) / info.wall_seconds : 0;
-  return {
+  nlohmann::json out = {
       {"jobs", jobs},
       {"totals",
        {{"exact", report.all_exact()},
@@ -86,6 +99,8 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
       {"wall_time_s", info.wall_seconds},
       {"trace_hash", fmt::format("{:016x}", report.trace_hash)},
   };
+  if (!report.series.empty()) out["series"] = series_json(report);
+  return out;
 }
 
 std::string to_table(const sim::ClusterReport& report, const RunInfo& info) {

@@ -80,6 +80,8 @@ class ClusterBuild {
   void add_job_nodes(std::size_t j);
   void install_jobs();
   JobReport job_report(std::size_t j) const;
+  JobInterval job_totals(std::size_t j) const;  // since the start
+  void run_sampling();
   void write_traces() const;
   std::uint32_t job_id(std::size_t j) const { return config_.jobs()[j].id; }
 
@@ -97,6 +99,7 @@ class ClusterBuild {
   std::vector<std::vector<RingAllreduce*>> rings_;  // per job index: its ring members by rank
   std::map<NodeId, SwitchNode*> switch_by_id_;
   std::map<NodeId, NodeId> uplink_of_;  // switch id -> its uplink switch's id
+  std::vector<SeriesSample> series_;
 };
 
 ClusterBuild::ClusterBuild(const ClusterSpec& spec, Simulator& sim)
@@ -233,8 +236,36 @@ void ClusterBuild::install_jobs() {
 void ClusterBuild::run() {
   control_->start(sim_, control_id_);  // before the workers: a job's entries precede its packets
   for (auto& [id, node] : all_workers_) node->start(sim_, id);
-  sim_.run(spec_.time_limit);
+  if (spec_.sample_every > 0)
+    run_sampling();
+  else
+    sim_.run(spec_.time_limit);
   if (!spec_.trace_dir.empty()) write_traces();
+}
+
+// The run in steps of sample_every, each job's counters read between them.
+void ClusterBuild::run_sampling() {
+  std::vector<JobInterval> before(spec_.jobs.size());
+  for (Time end = spec_.sample_every; !sim_.idle() && end - spec_.sample_every < spec_.time_limit;
+       end += spec_.sample_every) {
+    sim_.run(std::min(end, spec_.time_limit));
+    SeriesSample sample{end, {}};
+    for (std::size_t j = 0; j < spec_.jobs.size(); ++j) {
+      const JobInterval now = job_totals(j);
+      sample.jobs.push_back({now.in_network - before[j].in_network, now.at_ps - before[j].at_ps,
+                             now.collisions - before[j].collisions});
+      before[j] = now;
+    }
+    series_.push_back(std::move(sample));
+  }
+}
+
+JobInterval ClusterBuild::job_totals(std::size_t j) const {
+  engines::PsJobCounters ps;
+  for (const auto& name : config_.jobs()[j].parameter_servers)
+    if (const auto* c = servers_.at(name)->ps().job_counters(job_id(j))) engines::add_counters(ps, *c);
+  return {ps.completed_in_network, ps.completed - ps.completed_in_network,
+          control_->switch_counters(job_id(j)).collisions};
 }
 
 void ClusterBuild::run_control_plane_until(Time when) {
@@ -292,6 +323,7 @@ ClusterReport ClusterBuild::report() const {
   report.trace_hash = sim_.trace_hash();
   report.end_time = sim_.now();
   report.links = sim_.link_totals();
+  report.series = series_;
   for (const auto& [name, sw] : switches_)
     engines::add_counters(report.switches, sw.second->pipeline().counters());
   for (std::size_t j = 0; j < spec_.jobs.size(); ++j) report.jobs.push_back(job_report(j));

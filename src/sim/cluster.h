@@ -56,6 +56,20 @@ struct ClusterSpec {
   Duration time_limit = 60 * kSecond;  // simulated; unfinished jobs are reported as such
   // When set, every switch's trace is written there: rack<r>.jsonl and spine.jsonl.
   std::string trace_dir;
+  // When set, the report's series has each job's aggregations per interval this long. Taking
+  // it does not change the run (the same events in the same order).
+  Duration sample_every = 0;
+};
+
+// One interval of the series: per job (in the report's job order), the seqs its PSs completed
+// from a sum the switches finished (in network) and from parts they summed themselves (at the
+// PS), and its fragments that met a busy aggregator.
+struct JobInterval {
+  std::uint64_t in_network = 0, at_ps = 0, collisions = 0;
+};
+struct SeriesSample {
+  Time end = 0;  // the interval is (end - sample_every, end]
+  std::vector<JobInterval> jobs;
 };
 
 struct JobReport {
@@ -88,6 +102,7 @@ struct ClusterReport {
   Time end_time = 0;
   LinkCounters links;
   engines::SwitchCounters switches;  // summed over every switch
+  std::vector<SeriesSample> series;  // ClusterSpec::sample_every
   bool all_exact() const;
 };
 

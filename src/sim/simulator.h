@@ -64,6 +64,7 @@ class Simulator {
 
   // Runs one event; false when none is left.
   bool step();
+  bool idle() const { return heap_.empty(); }
   // Runs until no event is left, `until` is passed, or `stop()` returns true.
   void run(Time until, const std::function<bool()>& stop = {});
 
