@@ -162,19 +162,42 @@ TEST(JobBook, LeasesLapseUnlessRenewedAndStateSurvivesARestart) {
   const std::string credential = a.credential;
   book.record(std::move(a));
   EXPECT_TRUE(book.expired(9 * kSecond).empty());
-  book.renew(id, 9 * kSecond);
+  EXPECT_TRUE(book.renew(id, 9 * kSecond));  // the first renewal claims it
+  EXPECT_FALSE(book.renew(id, 9 * kSecond));
   EXPECT_TRUE(book.expired(18 * kSecond).empty());
   EXPECT_EQ(book.expired(19 * kSecond), std::vector<std::uint32_t>{id});
-  book.save(path);
+  book.save(path, {19 * kSecond, 1'000'000});
   EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::others_read,
             std::filesystem::perms::none);
   JobBook restarted(fabric_text("lease"), "fabric");
-  restarted.load(path, 100 * kSecond);
+  restarted.load(path, {100 * kSecond, 1'100'000});
   ASSERT_NE(restarted.find(id), nullptr);
   EXPECT_EQ(restarted.find(id)->credential, credential);
   EXPECT_EQ(restarted.find(id)->config.token, book.find(id)->config.token);
-  EXPECT_TRUE(restarted.expired(109 * kSecond).empty());  // a full lease from the restart
+  EXPECT_TRUE(restarted.expired(109 * kSecond).empty());  // claimed: a full lease from the restart
   EXPECT_NE(restarted.prepare(two_workers(7200), 100 * kSecond).config.id, id);
+}
+
+// A controller killed after saving a job and before answering its admission leaves a job whose
+// credential nobody holds. It must lapse when its first lease would have, however often the
+// controller restarts (it once got a full lease at every restart).
+TEST(JobBook, AJobNobodyClaimedLapsesAcrossRestarts) {
+  const std::string path = ::testing::TempDir() + "/controller-orphan.json";
+  std::filesystem::remove(path);
+  JobBook book(fabric_text("lease"), "fabric", Limits{.default_lease = 10 * kSecond});
+  AdmittedJob a = book.prepare(two_workers(7000), 0);
+  const std::uint32_t id = a.config.id;
+  book.record(std::move(a));
+  book.save(path, {0, 5'000'000});  // then killed before answering
+  JobBook soon(fabric_text("lease"), "fabric");  // restarted 4 s later
+  soon.load(path, {50 * kSecond, 5'004'000});
+  ASSERT_NE(soon.find(id), nullptr);
+  EXPECT_TRUE(soon.expired(55 * kSecond).empty());
+  EXPECT_EQ(soon.expired(56 * kSecond), std::vector<std::uint32_t>{id});  // 6 s left, not 10
+  soon.save(path, {51 * kSecond, 5'005'000});  // and killed again
+  JobBook later(fabric_text("lease"), "fabric");  // restarted once more, 20 s on
+  later.load(path, {0, 5'025'000});
+  EXPECT_EQ(later.expired(0), std::vector<std::uint32_t>{id});  // lapsed: the reaper removes it
 }
 
 // `atp job admit --cluster-out F` once wrote the job's token into F as the umask made it (0644
@@ -273,7 +296,7 @@ class Controller {
   ~Controller() { server_->Shutdown(); }
   static JobBook recovered(const std::string& fabric, const std::string& state, Limits limits) {
     JobBook book(fabric, "fabric", limits);
-    if (!state.empty()) book.load(state, runtime::monotonic_now());
+    if (!state.empty()) book.load(state, instant_now());
     return book;
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }

@@ -52,7 +52,7 @@ void serve(const ControllerOptions& o) {
   limits.static_share = o.static_share;
   limits.max_window = o.max_window;
   controller::JobBook book(read_file(o.fabric), o.fabric, limits);
-  if (!o.state.empty()) book.load(o.state, runtime::monotonic_now());
+  if (!o.state.empty()) book.load(o.state, controller::instant_now());
   const std::size_t recovered = book.ids().size();
   controller::ControllerService service(
       std::move(book), {o.state, read_secret_file(o.operator_file, "operator credential"),

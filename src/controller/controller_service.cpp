@@ -73,8 +73,14 @@ JobRequest request_of(const v1::AdmitJobRequest& r) {
 ControllerService::ControllerService(JobBook book, ServiceOptions options)
     : book_(std::move(book)), fabric_(options.daemon_secret), options_(std::move(options)) {}
 
+Instant instant_now() {
+  return {runtime::monotonic_now(), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count()};
+}
+
 void ControllerService::save() const {
-  if (!options_.state_path.empty()) book_.save(options_.state_path);
+  if (!options_.state_path.empty()) book_.save(options_.state_path, instant_now());
 }
 
 void ControllerService::require_operator(grpc::ServerContext* context) const {
@@ -167,7 +173,9 @@ grpc::Status ControllerService::RenewLease(grpc::ServerContext* context, const v
   return guarded("RenewLease", [&] {
     std::lock_guard lock(book_mutex_);
     const AdmittedJob& job = job_for(context, ref->job_id());
-    book_.renew(ref->job_id(), runtime::monotonic_now());
+    // The first renewal proves the tenant holds the credential: saved, so that a restart
+    // never lets the job lapse as one nobody could renew.
+    if (book_.renew(ref->job_id(), runtime::monotonic_now())) save();
     out->set_lease_seconds(static_cast<std::uint32_t>(job.lease / kSecond));
   });
 }

@@ -21,6 +21,9 @@ struct ServiceOptions {
   std::string daemon_secret;        // sent to daemons controlled over TCP
 };
 
+// This moment on the monotonic and the wall clock (JobBook::save and load).
+Instant instant_now();
+
 class ControllerService final : public v1::Controller::Service {
  public:
   static constexpr Duration kCallBudget = 5 * kSecond;

@@ -13,7 +13,9 @@ namespace atp::controller {
 
 namespace {
 using Kind = ControllerError::Kind;
-constexpr int kStateVersion = 1;
+// 2: each job's claim and lease end on the wall clock (version 1 gave every job a full lease
+// at each restart, so a job nobody could renew never lapsed).
+constexpr int kStateVersion = 2;
 }  // namespace
 
 std::string random_hex(unsigned bits) {
@@ -111,10 +113,13 @@ const AdmittedJob& JobBook::at(std::uint32_t id) const {
   throw ControllerError(Kind::not_found, "no job " + std::to_string(id));
 }
 
-void JobBook::renew(std::uint32_t id, Time now) {
+bool JobBook::renew(std::uint32_t id, Time now) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) throw ControllerError(Kind::not_found, "no job " + std::to_string(id));
   it->second.lease_ends = now + it->second.lease;
+  const bool first = !it->second.claimed;
+  it->second.claimed = true;
+  return first;
 }
 
 std::vector<std::uint32_t> JobBook::expired(Time now) const {
@@ -179,11 +184,15 @@ Duration JobBook::lease_of(std::uint32_t seconds) const {
   return lease;
 }
 
-void JobBook::save(const std::string& path) const {
+void JobBook::save(const std::string& path, Instant now) const {
   nlohmann::json state = {{"version", kStateVersion}, {"next_id", next_id_}, {"jobs", nlohmann::json::array()}};
-  for (const auto& [id, job] : jobs_)
+  for (const auto& [id, job] : jobs_) {
+    const Duration left = std::max<Duration>(job.lease_ends - now.monotonic, 0);
     state["jobs"].push_back({{"job_toml", control::job_toml(job.config)}, {"name", job.name},
-                             {"credential", job.credential}, {"lease_ms", job.lease / kMillisecond}});
+                             {"credential", job.credential}, {"lease_ms", job.lease / kMillisecond},
+                             {"claimed", job.claimed},
+                             {"lease_ends_unix_ms", now.unix_ms + left / kMillisecond}});
+  }
   try {
     control::write_private_file(path, state.dump(2) + "\n");
   } catch (const std::runtime_error& e) {
@@ -191,13 +200,14 @@ void JobBook::save(const std::string& path) const {
   }
 }
 
-void JobBook::load(const std::string& path, Time now) {
+void JobBook::load(const std::string& path, Instant now) {
   std::ifstream in(path);
   if (!in) return;  // no state yet: a first start
   nlohmann::json state;
   try {
     state = nlohmann::json::parse(in);
-    if (state.at("version").get<int>() != kStateVersion)
+    const int version = state.at("version").get<int>();
+    if (version != 1 && version != kStateVersion)
       throw std::invalid_argument("state version " + state.at("version").dump());
     const auto next_id = state.at("next_id").get<std::uint32_t>();
     for (const auto& j : state.at("jobs")) {
@@ -207,7 +217,11 @@ void JobBook::load(const std::string& path, Time now) {
       a.name = j.at("name").get<std::string>();
       a.credential = j.at("credential").get<std::string>();
       a.lease = j.at("lease_ms").get<Duration>() * kMillisecond;
-      a.lease_ends = now + a.lease;
+      // A version 1 state knew no claims: its jobs keep what that version gave them.
+      a.claimed = version == 1 || j.at("claimed").get<bool>();
+      const Duration left =
+          a.claimed ? 0 : (j.at("lease_ends_unix_ms").get<std::int64_t>() - now.unix_ms) * kMillisecond;
+      a.lease_ends = now.monotonic + (a.claimed ? a.lease : std::clamp<Duration>(left, 0, a.lease));
       record(std::move(a));
     }
     next_id_ = next_id;  // record() moved it past each loaded job

@@ -31,7 +31,17 @@ struct AdmittedJob {
   std::string name;
   std::string credential;  // 128 random bits, hex
   Duration lease = 0;
-  Time lease_ends = 0;  // monotonic: a restarted controller grants every job a full lease
+  Time lease_ends = 0;  // monotonic
+  // Renewed at least once: its tenant holds the credential. A job saved before its admission
+  // was answered (the controller killed in between) never is, and nobody can renew it.
+  bool claimed = false;
+};
+
+// Now on both clocks: leases run on the monotonic one, and the wall clock carries a lease
+// across a controller restart.
+struct Instant {
+  Time monotonic = 0;
+  std::int64_t unix_ms = 0;
 };
 
 struct Limits {
@@ -58,7 +68,8 @@ class JobBook {
   const AdmittedJob* find(std::uint32_t id) const;
   // Throws ControllerError (not_found).
   const AdmittedJob& at(std::uint32_t id) const;
-  void renew(std::uint32_t id, Time now);
+  // Returns whether this renewal claimed the job (its first): the state should be saved.
+  bool renew(std::uint32_t id, Time now);
   std::vector<std::uint32_t> expired(Time now) const;
   std::vector<std::uint32_t> ids() const;
 
@@ -69,9 +80,11 @@ class JobBook {
   std::string cluster_text(const AdmittedJob& job) const;
 
   // Durable state: written to a temporary file and renamed over `path` (mode 0600: it holds
-  // credentials). load() restores the jobs with fresh leases from `now`.
-  void save(const std::string& path) const;
-  void load(const std::string& path, Time now);
+  // credentials). load() restores the jobs: a claimed job with a fresh lease from `now` (its
+  // tenant could not renew while the controller was down), an unclaimed one only with what
+  // was left of its lease when saved, less the time since, so it lapses whatever the restarts.
+  void save(const std::string& path, Instant now) const;
+  void load(const std::string& path, Instant now);
 
  private:
   std::uint32_t next_free_id() const;
