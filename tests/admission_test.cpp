@@ -129,5 +129,80 @@ TEST(Admission, AdmissionsAndRemovalsWithoutEndKeepTheSwitchServing) {
   EXPECT_EQ(sw.stats()["packets_failed"].get<std::uint64_t>(), 0u);
 }
 
+// A tenant naming addresses it does not hold as its workers once had the switch send its
+// job's results and float requests at them (17x reflection at 30 foreign addresses). A member
+// gets multicast copies only once it has sent the switch a datagram from its address.
+TEST(Admission, AMemberNeverHeardFromGetsNoCopies) {
+  auto bound = [] {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t length = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length);
+    return std::pair{fd, ntohs(a.sin_port)};
+  };
+  const auto [ps, ps_port] = bound();
+  const auto [tenant, tenant_port] = bound();
+  const auto [victim, victim_port] = bound();  // named as a worker, never sends
+  const ClusterConfig cluster = ClusterConfig::parse(
+      "[[switch]]\nname = \"rack0\"\naddress = \"127.0.0.1:0\"\naggregators = 64\n"
+      "[[ps]]\nname = \"ps\"\naddress = \"127.0.0.1:" + std::to_string(ps_port) + "\"\n"
+      "[[job]]\nid = 1\nparameter_servers = [\"ps\"]\nworkers = ["
+      "{ rack = \"rack0\", address = \"127.0.0.1:" + std::to_string(tenant_port) + "\" },"
+      "{ rack = \"rack0\", address = \"127.0.0.1:" + std::to_string(victim_port) + "\" }]\n");
+  daemons::SwitchDaemon sw(cluster, "rack0");
+  runtime::EventLoop loop;
+  sw.attach(loop);
+  loop.on_wake([] {});
+  std::thread serving([&] { loop.run(); });
+  const sockaddr_in to = sw.bound_address().sockaddr();
+  auto send = [&](int fd, std::vector<std::uint8_t> p) {
+    ::sendto(fd, p.data(), p.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  };
+  auto packets_seen = [&](std::uint64_t n) {
+    for (int tries = 0; tries < 500 && sw.stats()["packets"].get<std::uint64_t>() < n; ++tries)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  auto received = [](int fd) {
+    std::uint8_t buffer[2048];
+    int n = 0;
+    while (::recv(fd, buffer, sizeof buffer, 0) > 0) ++n;
+    return n;
+  };
+  auto packet = [&](std::uint8_t flags, std::uint32_t workers) {
+    proto::Header h;
+    h.flags = flags;
+    h.job = 1;
+    h.token = cluster.wire_token(1);
+    h.workers_bitmap = workers;
+    h.rack_fan_in = 2;
+    h.job_fan_in = 1;
+    h.next_level = flags & proto::flag::kResult ? proto::Level::rack : proto::Level::parameter_server;
+    h.value_count = 1;
+    std::vector<std::uint8_t> p(h.packet_bytes());
+    proto::encode(h, p);
+    return p;
+  };
+  // The PS's result before any worker spoke: nobody gets it.
+  send(ps, packet(proto::flag::kResult, 0));
+  packets_seen(1);
+  // The tenant's worker speaks (a float fragment: it passes up to the PS), then a result.
+  send(tenant, packet(proto::flag::kFloatPayload, 1));
+  packets_seen(2);
+  send(ps, packet(proto::flag::kResult, 0));
+  packets_seen(3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  loop.stop();
+  loop.wake();
+  serving.join();
+  EXPECT_EQ(received(tenant), 1);
+  EXPECT_EQ(received(victim), 0);
+  EXPECT_EQ(received(ps), 1);  // the float fragment, passed up
+  EXPECT_EQ(sw.stats()["unheard_copies"].get<std::uint64_t>(), 3u);
+  for (int fd : {ps, tenant, victim}) ::close(fd);
+}
+
 }  // namespace
 }  // namespace atp::control

@@ -40,6 +40,27 @@ JobRequest two_workers(std::uint16_t first_port) {
   return r;
 }
 
+// A worker address no single host can hold would have the switches send the job's results at
+// a whole network or group (issue 31 item 10): refused, naming the address and why.
+TEST(JobBook, RefusesWorkerAddressesNoHostCanHold) {
+  JobBook book(fabric_text("addresses"), "fabric");
+  for (const char* bad : {"0.0.0.0", "0.1.2.3", "255.255.255.255", "224.0.0.1", "239.1.1.1",
+                          "240.0.0.1"}) {
+    JobRequest r = two_workers(7000);
+    r.workers[1].address = runtime::Endpoint::parse_or_throw(std::string(bad) + ":7001", "test");
+    try {
+      book.prepare(r, 0);
+      ADD_FAILURE() << bad << " admitted";
+    } catch (const ControllerError& e) {
+      EXPECT_EQ(e.kind, ControllerError::Kind::invalid);
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  JobRequest fine = two_workers(7000);
+  fine.workers[1].address = runtime::Endpoint::parse_or_throw("10.255.255.255:7001", "test");
+  EXPECT_NO_THROW(book.prepare(fine, 0));  // a host's address in some /8 (no netmask here)
+}
+
 TEST(JobToml, ReadsBackAsTheSameJobAndToken) {
   JobBook book(fabric_text("toml"), "fabric");
   JobRequest r = two_workers(7000);

@@ -13,6 +13,17 @@ namespace atp::controller {
 
 namespace {
 using Kind = ControllerError::Kind;
+
+// Why no single host can hold `ip` (host order), or null: a job's results go to each worker's
+// address, so one that names a network, a broadcast or a multicast group would have the
+// switches send its traffic at hosts that never asked for it.
+const char* unroutable(std::uint32_t ip) {
+  if ((ip >> 24) == 0) return "is in 0.0.0.0/8 (this network: no host's address)";
+  if (ip == 0xFFFFFFFFu) return "is the broadcast address";
+  if ((ip >> 28) == 0xE) return "is a multicast group (224.0.0.0/4)";
+  if ((ip >> 28) == 0xF) return "is reserved (240.0.0.0/4)";
+  return nullptr;
+}
 // 2: each job's claim and lease end on the wall clock (version 1 gave every job a full lease
 // at each restart, so a job nobody could renew never lapsed).
 constexpr int kStateVersion = 2;
@@ -42,9 +53,12 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
   if (r.workers.size() > limits_.max_workers)
     throw ControllerError(Kind::invalid, "more than " + std::to_string(limits_.max_workers) + " workers");
   std::set<std::uint64_t> seen;
-  for (const auto& w : r.workers)
+  for (const auto& w : r.workers) {
     if (!seen.insert(w.address.key()).second)
       throw ControllerError(Kind::invalid, "worker address " + w.address.str() + " is listed twice");
+    if (const char* why = unroutable(w.address.ip))
+      throw ControllerError(Kind::invalid, "worker address " + w.address.str() + " " + why);
+  }
   if (jobs_.size() >= limits_.max_jobs)
     throw ControllerError(Kind::refused, "the controller holds its maximum of " +
                                              std::to_string(limits_.max_jobs) + " jobs");

@@ -77,6 +77,10 @@ void SwitchDaemon::on_readable(Shard& s) {
         // A stranger gets a port no job lists, so it may speak for none.
         const auto from = s.book.find(s.received.from(i));
         const engines::Port port = from && *from < kStrangerPort ? engines::port_of_node(*from) : kStrangerPort;
+        if (port != kStrangerPort) {
+          if (s.heard.size() <= *from) s.heard.resize(*from + 1);
+          s.heard[*from] = true;
+        }
         // Whatever one datagram does, the switch goes on serving the others.
         try {
           forward(s, s.pipeline.process(packet, port, now, mark), packet);
@@ -96,8 +100,13 @@ void SwitchDaemon::forward(Shard& s, const engines::Verdict& v, std::span<const 
       s.to_send.add_borrowed(s.book.endpoint(engines::node_of_port(v.port)), packet);
       break;
     case engines::Verdict::Action::multicast:
-      for (engines::Port member : s.pipeline.multicast_ports(v.group))
-        s.to_send.add_borrowed(s.book.endpoint(engines::node_of_port(member)), packet);
+      for (engines::Port member : s.pipeline.multicast_ports(v.group)) {
+        const NodeId node = engines::node_of_port(member);
+        if (node < s.heard.size() && s.heard[node])
+          s.to_send.add_borrowed(s.book.endpoint(node), packet);
+        else
+          ++s.unheard_copies;
+      }
       break;
   }
 }
@@ -186,16 +195,22 @@ void SwitchDaemon::forget_unused_addresses(Shard& s) {
     for (engines::Port p : job.upstream) used.push_back(engines::node_of_port(p));
   }
   s.book.keep_only(used);
+  // An id the book forgot may name another address next: it has not been heard.
+  std::vector<bool> heard(s.heard.size(), false);
+  for (NodeId id : used)
+    if (id < s.heard.size()) heard[id] = s.heard[id];
+  s.heard = std::move(heard);
 }
 
 nlohmann::json SwitchDaemon::stats() const {
   nlohmann::json jobs = nlohmann::json::object();
   engines::SwitchCounters totals;
-  std::uint64_t in_use = 0, ce_received = 0, failed = 0;
+  std::uint64_t in_use = 0, ce_received = 0, failed = 0, unheard = 0;
   for (const auto& s : shards_) {
     std::lock_guard lock(s->mutex);
     ce_received += s->ip_ce_received;
     failed += s->packets_failed;
+    unheard += s->unheard_copies;
     for (std::uint32_t id : s->pipeline.jobs()) {
       nlohmann::json& job = jobs[std::to_string(id)];
       engines::for_each_field(*s->pipeline.job_counters(id),
@@ -208,7 +223,7 @@ nlohmann::json SwitchDaemon::stats() const {
   }
   nlohmann::json out = {{"switch", name_}, {"threads", shards_.size()},
                         {"aggregators_in_use", in_use}, {"ip_ce_received", ce_received},
-                        {"packets_failed", failed},
+                        {"packets_failed", failed}, {"unheard_copies", unheard},
                         {"jobs", jobs}};
   engines::for_each_field(totals, [&](const char* name, std::uint64_t v) { out[name] = v; });
   return out;
