@@ -14,6 +14,7 @@ the epoch register every stale_after / 2, as the control plane of a Tofino would
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 
@@ -152,21 +153,40 @@ class Bmv2Switch:
 
 
 class ClaimClock(threading.Thread):
-    """Ticks every switch's claim epoch until stopped."""
+    """Ticks every switch's claim epoch until stopped. A switch whose tick fails is said so at
+    once (a line on stderr and in `log`) and in report(), and no longer ticked; the others go
+    on. A switch whose epoch stops takes no stale aggregator over, and it loses the protection
+    against the 2^32 seq wrap (docs/engines.md §2.2): a run must never lose its ticker unseen."""
 
-    def __init__(self, switches):
+    def __init__(self, switches, log=None, period=STALE_AFTER_S / 8):
         super().__init__(daemon=True)
-        self.switches, self.done = switches, threading.Event()
-        self.error = None
+        self.switches, self.log, self.period = switches, log, period
+        self.done = threading.Event()
+        self.ticks = {s.name: 0 for s in switches}
+        self.stopped = {}  # switch name -> why its ticks failed
 
     def run(self):
-        while not self.done.wait(STALE_AFTER_S / 8):
-            try:
-                for s in self.switches:
-                    s.tick()
-            except (RuntimeError, OSError) as e:  # a switch died: the run's reports say so
-                self.error = e
-                return
+        while not self.done.wait(self.period):
+            for s in self.switches:
+                if s.name not in self.stopped:
+                    self.tick(s)
+
+    def tick(self, switch):
+        try:
+            switch.tick()
+            self.ticks[switch.name] += 1
+        except (RuntimeError, OSError) as e:  # the switch died, or its CLI did
+            self.stopped[switch.name] = str(e) or type(e).__name__
+            line = (f"atp cluster: the claim clock of switch {switch.name} stopped: {e}; its "
+                    "claims no longer age")
+            print(line, file=sys.stderr)
+            if self.log:
+                self.log.write(line + "\n")
+                self.log.flush()
+
+    def report(self):
+        """Ticks per switch, and the switches whose clock stopped with why."""
+        return {"ticks": dict(self.ticks), "stopped": dict(self.stopped)}
 
     def stop(self):
         self.done.set()
@@ -274,7 +294,7 @@ class Bmv2Topology(Topology):
                 raise RuntimeError(f"atp p4 config --switch {name}: {commands.stderr.strip()}")
             switch.configure([c for c in commands.stdout.split("\n") if c.strip()])
             switch.tick()
-        clock = ClaimClock(self.switches)
+        clock = ClaimClock(self.switches, log)
         clock.start()
         return clock
 

@@ -157,6 +157,7 @@ def run_system(system, topo, args, workdir):
               "wall_s": wall, "cpu_s": cpu, **traffic, **congestion_summary(jobs)}
     if p4_steps is not None:
         result["p4_next_steps"] = p4_steps  # per switch: packets per next step
+        result["claim_clock"] = clock.report()
     return result
 
 
@@ -255,6 +256,8 @@ def print_record(rec):
         for switch, steps in r.get("p4_next_steps", {}).items():
             done = ", ".join(f"{step} {n}" for step, n in steps.items() if n)
             print(f"          BMv2 {switch}: {done or 'no ATP packets'}")
+        for switch, why in r.get("claim_clock", {}).get("stopped", {}).items():
+            print(f"          BMv2 {switch}: CLAIM CLOCK STOPPED ({why}): claims stopped aging")
     if rec.get("atp_share_of_ceiling") is not None:
         print(f"  ATP (all jobs together, as they share host links) at "
               f"{rec['atp_share_of_ceiling'] * 100:.0f}% of its wire ceiling")
