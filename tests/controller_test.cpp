@@ -61,6 +61,33 @@ TEST(JobBook, RefusesWorkerAddressesNoHostCanHold) {
   EXPECT_NO_THROW(book.prepare(fine, 0));  // a host's address in some /8 (no netmask here)
 }
 
+// Jobs the controller admits one at a time each get a home of their own (planned placement):
+// the static share of the pool, disjoint while they fit, then evenly shared. Each job's
+// cluster text once gave it the whole pool from index 0, as every other job's did, so two
+// controller jobs met on every turn.
+TEST(JobBook, EachAdmittedJobGetsAHomeOfItsOwn) {
+  JobBook book(fabric_text("homes"), "fabric");  // a pool of 64, static share 1/4
+  auto home_of = [&](const AdmittedJob& a) {
+    runtime::AddressBook addresses;
+    return book.cluster_of(a).worker_config(a.config.id, 0, addresses, {}).home;
+  };
+  std::vector<std::uint32_t> firsts;
+  for (std::uint16_t k = 0; k < 5; ++k) {
+    AdmittedJob a = book.prepare(two_workers(7000 + 10 * k), 0);
+    const engines::HomeSlice home = home_of(a);
+    EXPECT_EQ(home.count, 16u);
+    EXPECT_EQ(home.first, a.config.home_first);
+    firsts.push_back(home.first);
+    book.record(std::move(a));
+  }
+  EXPECT_EQ(firsts, (std::vector<std::uint32_t>{0, 16, 32, 48, 0}));  // the fifth shares
+  book.erase(2);  // home 16 is free again
+  EXPECT_EQ(book.prepare(two_workers(7100), 0).config.home_first, 16u);
+  // The home travels in the job's TOML, so its workers and PSs read the same.
+  const AdmittedJob& third = *book.find(3);
+  EXPECT_NE(book.cluster_text(third).find("home_first = 32"), std::string::npos);
+}
+
 TEST(JobToml, ReadsBackAsTheSameJobAndToken) {
   JobBook book(fabric_text("toml"), "fabric");
   JobRequest r = two_workers(7000);

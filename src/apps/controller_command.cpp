@@ -115,7 +115,8 @@ void add_controller_command(CLI::App& app) {
   c->add_option("--max-lease-s", o.max_lease_s, "Longest lease a job may ask for")
       ->capture_default_str()->check(CLI::Range(1u, 86400u));
   c->add_option("--static-share", o.static_share,
-                "Static policy: a job naming no slice gets 1/N of each switch thread's pool")
+                "A job naming no static slice gets 1/N of each switch thread's pool; under the "
+                "atp policy each job's home (planned placement) is 1/N of the pool too")
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
   c->add_option("--max-window", o.max_window,
                 "Largest window a job may ask for (its PSs allocate state for it at admission)")

@@ -218,6 +218,8 @@ JobConfig parse_job(const toml::table& t, const std::string& origin) {
   if (token > 0xFFFFFFFFu) fail(where, "token must fit 32 bits");
   j.token = static_cast<std::uint32_t>(token);
   j.static_aggregators = number<std::uint32_t>(t, "static_aggregators", 0, where);
+  j.home_first = number<std::uint32_t>(t, "home_first", 0, where);
+  j.home_count = number<std::uint32_t>(t, "home_count", 0, where);
   if (const auto* servers = t.get_as<toml::array>("parameter_servers"))
     for (const auto& s : *servers)
       if (auto name = s.value<std::string>()) j.parameter_servers.push_back(*name);
@@ -287,6 +289,8 @@ std::string job_toml(const JobConfig& job) {
                 {"deadline_ms", job.deadline / kMillisecond},
                 {"token", job.token},
                 {"static_aggregators", job.static_aggregators},
+                {"home_first", job.home_first},
+                {"home_count", job.home_count},
                 {"parameter_servers", servers},
                 {"workers", workers}};
   std::ostringstream out;
@@ -348,6 +352,11 @@ void ClusterConfig::validate(const std::string& origin) const {
     for (const auto& s : switches_)
       if (j.static_aggregators > s.aggregators / s.threads && serves(s, j))
         fail(origin, where + ": static_aggregators beyond switch '" + s.name + "'s pool per thread");
+    for (const auto& s : switches_)
+      if (j.home_count > 0 && s.policy == engines::Policy::atp && serves(s, j) &&
+          std::uint64_t{j.home_first} + j.home_count > s.aggregators / s.threads)
+        fail(origin, where + ": home_first + home_count beyond switch '" + s.name +
+                         "'s pool per thread");
   }
   validate_static_slices(origin);
 }
@@ -547,7 +556,8 @@ engines::HomeSlice ClusterConfig::home_of(const JobConfig& job, std::uint32_t* p
     const SwitchSpec& s = switch_named(rack);
     if (s.policy != engines::Policy::atp || s.aggregators / s.threads <= largest) continue;
     largest = s.aggregators / s.threads;
-    const Slice slice = home_slice(rack, job.id);
+    const Slice slice = job.home_count > 0 ? Slice{job.home_first, job.home_count}
+                                           : home_slice(rack, job.id);
     home.first = slice.first;
     home.count = slice.count;
   }

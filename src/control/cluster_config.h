@@ -95,6 +95,11 @@ struct JobConfig {
   // Static policy: aggregators this job holds on each switch thread it uses (0: an equal share
   // of the pool with the file's other jobs that name none).
   std::uint32_t static_aggregators = 0;
+  // Planned placement: the job's home slice of the pool, when the control plane gave one
+  // (home_count 0: the slice static partitioning gives it among the file's jobs). A file's jobs
+  // all share one cut of the pool; the controller admits one job at a time and assigns each
+  // a home of its own instead (controller/home_book.h).
+  std::uint32_t home_first = 0, home_count = 0;
 };
 
 // The job as a `[[job]]` table of a cluster file: what parse() reads back to the same job.

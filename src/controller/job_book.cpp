@@ -93,12 +93,56 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
         const std::uint32_t share = std::max(1u, s.aggregators / s.threads / std::max(1u, limits_.static_share));
         j.static_aggregators = j.static_aggregators == 0 ? share : std::min(j.static_aggregators, share);
       }
+  if (j.placement == engines::Placement::planned) assign_home(j);
   try {
     cluster_of(a);  // every rule a cluster file obeys: racks, fan-ins, K, window, ...
   } catch (const std::invalid_argument& e) {
     throw ControllerError(Kind::invalid, e.what());
   }
   return a;
+}
+
+// Planned placement's home for a job admitted on its own (ClusterConfig::home_of reads it). A
+// file's jobs share one cut of the pool, but the controller never knows its future jobs, and a
+// job alone in its cluster text would take the whole pool at index 0 as every other job did
+// (each colliding on every turn with the others). So: on the largest ATP pool among its racks'
+// switches, the share a static job gets there (1/static_share of the pool, at most its
+// window), at the block of that size the fewest admitted jobs' homes overlap on that switch
+// thread: disjoint while they fit, evenly shared beyond.
+void JobBook::assign_home(control::JobConfig& j) const {
+  const control::SwitchSpec* home_switch = nullptr;
+  auto pool_of = [](const control::SwitchSpec& s) { return s.aggregators / s.threads; };
+  for (const control::SwitchSpec& s : fabric_.switches()) {  // (an unknown rack: cluster_of says)
+    const bool serves = std::any_of(j.workers.begin(), j.workers.end(),
+                                    [&](const control::WorkerSpec& w) { return w.rack == s.name; });
+    if (serves && s.policy == engines::Policy::atp &&
+        (!home_switch || pool_of(s) > pool_of(*home_switch)))
+      home_switch = &s;
+  }
+  if (home_switch == nullptr || pool_of(*home_switch) == 0) return;
+  const std::string& name = home_switch->name;
+  const std::uint32_t pool = pool_of(*home_switch);
+  const unsigned thread = fabric_.thread_of(name, j.id);
+  const std::uint32_t count =
+      std::clamp(std::min(j.window, pool / std::max(1u, limits_.static_share)), 1u, pool);
+  auto on_this_thread = [&](std::uint32_t id, const control::JobConfig& other) {
+    return other.home_count > 0 && fabric_.thread_of(name, id) == thread &&
+           std::any_of(other.workers.begin(), other.workers.end(),
+                       [&](const control::WorkerSpec& w) { return w.rack == name; });
+  };
+  std::uint32_t best = 0, fewest = ~0u;
+  for (std::uint32_t first = 0; first + count <= pool; first += count) {
+    std::uint32_t overlapping = 0;
+    for (const auto& [id, other] : jobs_)
+      overlapping += on_this_thread(id, other.config) && other.config.home_first < first + count &&
+                     first < other.config.home_first + other.config.home_count;
+    if (overlapping < fewest) {
+      fewest = overlapping;
+      best = first;
+    }
+  }
+  j.home_first = best;
+  j.home_count = count;
 }
 
 void JobBook::record(AdmittedJob job) {

@@ -90,6 +90,7 @@ class JobBook {
   std::uint32_t next_free_id() const;
   std::vector<std::string> pick_servers(std::uint32_t count) const;
   std::uint16_t default_values_per_packet(const JobRequest& request) const;
+  void assign_home(control::JobConfig& job) const;
   Duration lease_of(std::uint32_t seconds) const;
 
   std::string fabric_text_;
