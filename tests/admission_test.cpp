@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "control/slice_allocator.h"
+#include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
 #include "proto/header.h"
 
@@ -202,6 +203,46 @@ TEST(Admission, AMemberNeverHeardFromGetsNoCopies) {
   EXPECT_EQ(received(ps), 1);  // the float fragment, passed up
   EXPECT_EQ(sw.stats()["unheard_copies"].get<std::uint64_t>(), 3u);
   for (int fd : {ps, tenant, victim}) ::close(fd);
+}
+
+// A parameter server's jobs allocate state per seq of their ring, up to a float row per worker
+// (issue 31 item 5): each admission is counted at that worst against the [[ps]]'s
+// memory_budget_mb, and one beyond it is refused, saying what it needs and what is held.
+TEST(Admission, AParameterServerRefusesAJobBeyondItsMemoryBudget) {
+  auto job = [](std::uint32_t id, std::uint32_t window) {
+    return "[[job]]\nid = " + std::to_string(id) + "\nwindow = " + std::to_string(window) +
+           "\nparameter_servers = [\"ps\"]\nworkers = [{ rack = \"rack0\", address = "
+           "\"127.0.0.1:" + std::to_string(2000 + 2 * id) + "\" }, { rack = \"rack0\", address = "
+           "\"127.0.0.1:" + std::to_string(2001 + 2 * id) + "\" }]\n";
+  };
+  const std::string fabric =
+      "[[switch]]\nname = \"rack0\"\naddress = \"127.0.0.1:0\"\naggregators = 64\n"
+      "[[ps]]\nname = \"ps\"\naddress = \"127.0.0.1:0\"\nmemory_budget_mb = 64\n";
+  daemons::PsDaemon ps(ClusterConfig::parse(fabric), "ps");
+  const auto cluster = [&](std::uint32_t id, std::uint32_t window) {
+    return ps.fabric().with_jobs_from(job(id, window), "admit");
+  };
+  const auto bound = [&](std::uint32_t id, std::uint32_t window) {
+    runtime::AddressBook book;
+    return engines::ParameterServer::memory_bound(cluster(id, window).server_jobs("ps", book).at(0));
+  };
+  ASSERT_LT(2 * bound(1, 64), 64u << 20);
+  ASSERT_GT(bound(3, 512), 64u << 20);
+  ps.admit(cluster(1, 64), 1);
+  ps.admit(cluster(2, 64), 2);
+  try {
+    ps.admit(cluster(3, 512), 3);
+    FAIL() << "admitted beyond the budget";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("memory_budget_mb"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("held by 2 jobs"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ps.job_ids(), (std::vector<std::uint32_t>{1, 2}));
+  ps.admit(cluster(1, 64), 1);  // admitted again: it replaces its own share
+  ASSERT_TRUE(ps.remove_job(1));
+  ASSERT_TRUE(ps.remove_job(2));
+  EXPECT_THROW(ps.admit(cluster(3, 512), 3), std::invalid_argument);  // alone too big
+  ps.admit(cluster(3, 128), 3);
 }
 
 }  // namespace

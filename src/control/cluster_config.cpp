@@ -176,6 +176,7 @@ ServerSpec parse_server(const toml::table& t, const std::string& origin) {
   const std::string where = origin + " ps '" + s.name + "'";
   s.address = runtime::Endpoint::parse_or_throw(text(t, "address", where), where + " address");
   s.control = text(t, "control", where, false);
+  s.memory_budget_mb = number<std::uint64_t>(t, "memory_budget_mb", 0, where);
   return s;
 }
 

@@ -61,6 +61,9 @@ struct ServerSpec {
   std::string name;
   runtime::Endpoint address;
   std::string control;  // as SwitchSpec::control
+  // The most memory its jobs' state may take at their worst (ParameterServer::memory_bound);
+  // an admission beyond it is refused. 0: half of the machine's memory.
+  std::uint64_t memory_budget_mb = 0;
 };
 
 // Where a daemon named `name` listens for control requests when the file does not say.

@@ -1,12 +1,29 @@
 #include "daemons/ps_daemon.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 
 namespace atp::daemons {
 
+namespace {
+
+// Half of the machine's memory: room for the OS and the daemon's other state.
+std::uint64_t half_of_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) / 2 : 1ull << 32;
+}
+
+std::string mib(std::uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+}  // namespace
+
 PsDaemon::PsDaemon(const control::ClusterConfig& config, const std::string& name)
-    : fabric_(config), name_(name), address_(config.server_named(name).address), socket_(address_) {
+    : fabric_(config), name_(name), address_(config.server_named(name).address), socket_(address_),
+      memory_budget_(config.server_named(name).memory_budget_mb > 0
+                         ? config.server_named(name).memory_budget_mb << 20
+                         : half_of_memory()) {
   for (auto& job : config.server_jobs(name, book_)) {
     jobs_.push_back(job.job);
     add_job(std::move(job));
@@ -15,9 +32,28 @@ PsDaemon::PsDaemon(const control::ClusterConfig& config, const std::string& name
 
 // Run ids start at random: a restarted PS must not hand a relaunched job the run its
 // predecessor just used, whose partial sums switches may still hold.
+// A job is added only if its state fits the budget at its worst beside the others' (a job
+// admitted again replaces its own share).
 void PsDaemon::add_job(engines::PsJob job) {
+  const std::uint32_t id = job.job;
+  const std::uint64_t need = engines::ParameterServer::memory_bound(job);
+  std::uint64_t held = 0;
+  for (const auto& [other, bytes] : memory_held_)
+    if (other != id) held += bytes;
+  if (held + need > memory_budget_)
+    throw std::invalid_argument("parameter server '" + name_ + "': job " + std::to_string(id) +
+                                " needs up to " + mib(need) + " (window, ring, K and workers); " +
+                                budget_state() + " (memory_budget_mb of its [[ps]])");
   job.first_run = static_cast<std::uint16_t>(std::random_device{}());
   ps_.add_job(std::move(job));
+  memory_held_[id] = need;
+}
+
+std::string PsDaemon::budget_state() const {
+  std::uint64_t held = 0;
+  for (const auto& [id, bytes] : memory_held_) held += bytes;
+  return mib(held) + " of its " + mib(memory_budget_) + " budget are held by " +
+         std::to_string(memory_held_.size()) + " jobs";
 }
 
 void PsDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
@@ -33,6 +69,7 @@ void PsDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
 
 bool PsDaemon::remove_job(std::uint32_t job) {
   std::erase(jobs_, job);
+  memory_held_.erase(job);
   return ps_.remove_job(job);
 }
 

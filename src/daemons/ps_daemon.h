@@ -1,5 +1,6 @@
 #pragma once
 // `atp ps`: the parameter server engine on a UDP socket, answering in batches.
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -29,6 +30,7 @@ class PsDaemon {
  private:
   void add_job(engines::PsJob job);
   void on_readable();
+  std::string budget_state() const;  // what the budget holds, for a refusal's message
 
   control::ClusterConfig fabric_;
   std::string name_;
@@ -41,6 +43,8 @@ class PsDaemon {
   runtime::SendBatch to_send_;
   Outbox outbox_;
   std::uint64_t packets_failed_ = 0;  // datagrams whose processing threw (dropped)
+  std::uint64_t memory_budget_ = 0;   // bytes (the [[ps]]'s memory_budget_mb)
+  std::map<std::uint32_t, std::uint64_t> memory_held_;  // per job: ParameterServer::memory_bound
 };
 
 }  // namespace atp::daemons

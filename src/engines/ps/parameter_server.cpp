@@ -14,6 +14,16 @@ namespace atp::engines {
 
 namespace flag = proto::flag;
 
+std::uint64_t ParameterServer::memory_bound(const PsJob& config) {
+  std::uint64_t workers = 0;
+  for (auto w : config.workers_per_rack) workers += w;
+  const std::uint64_t k = config.values_per_packet;
+  const std::uint64_t per_entry = sizeof(Entry) + k * sizeof(std::int64_t) +
+                                  proto::kHeaderBytes + k * proto::kValueBytes +
+                                  workers * k * sizeof(float);
+  return std::uint64_t{2} * ring_or_default(config.window, config.ring) * per_entry;
+}
+
 void ParameterServer::add_job(PsJob config) {
   const std::string name = "job " + std::to_string(config.job) + ": ";
   if (config.workers_per_rack.empty() || config.workers_per_rack.size() > proto::kMaxFanIn)

@@ -92,6 +92,11 @@ class ParameterServer {
   // Per-seq entries holding state for `job` (bounded by 2 x ring).
   std::size_t entries_in_use(std::uint32_t job) const;
 
+  // The most memory job `config`'s state can take: every entry of its ring in use, each with
+  // its integer sum, its result and a float row per worker (a tenant can put every seq in
+  // float mode). What a daemon's memory budget counts.
+  static std::uint64_t memory_bound(const PsJob& config);
+
  private:
   struct Entry {
     bool used = false, complete = false, float_mode = false, ecn = false, collided = false;
