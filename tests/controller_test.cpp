@@ -88,6 +88,65 @@ TEST(JobBook, EachAdmittedJobGetsAHomeOfItsOwn) {
   EXPECT_NE(book.cluster_text(third).find("home_first = 32"), std::string::npos);
 }
 
+// A tenant's jobs together stay within its aggregators and PS memory: each refusal names the
+// quota and the tenant; other tenants and tenant-less admissions are not counted against it.
+TEST(JobBook, ATenantsJobsStayWithinItsAggregatorsAndPsMemory) {
+  Limits limits;  // homes of 16 on a pool of 64
+  limits.quotas["small"] = Quota{.max_aggregators = 40};
+  JobBook sizing(fabric_text("quota"), "fabric", limits);
+  JobRequest sized = two_workers(7000);
+  sized.tenant = "small";
+  const std::uint64_t one_job = sizing.prepare(sized, 0).ps_memory;
+  ASSERT_GT(one_job, 0u);
+  limits.quotas["lean"] = Quota{.max_ps_memory_mb = (2 * one_job + (1 << 20)) >> 20};
+  JobBook book(fabric_text("quota"), "fabric", limits);
+  auto admit = [&](const std::string& tenant, std::uint16_t port) {
+    JobRequest r = two_workers(port);
+    r.tenant = tenant;
+    book.record(book.prepare(r, 0));
+  };
+  auto refusal = [&](const std::string& tenant, std::uint16_t port) -> std::string {
+    try {
+      admit(tenant, port);
+    } catch (const ControllerError& e) {
+      EXPECT_EQ(e.kind, ControllerError::Kind::refused);
+      return e.what();
+    }
+    return "admitted";
+  };
+  admit("small", 7000);
+  admit("small", 7010);  // 32 of 40
+  EXPECT_NE(refusal("small", 7020).find("tenant 'small' would hold 48 aggregators, above its "
+                                        "max_aggregators of 40"),
+            std::string::npos);
+  admit("", 7030);  // tenant-less: not counted
+  admit("lean", 7040);
+  admit("lean", 7050);
+  EXPECT_NE(refusal("lean", 7060).find("max_ps_memory_mb"), std::string::npos);
+  EXPECT_EQ(book.ids().size(), 5u);
+}
+
+TEST(Tenants, ParsedFromTheFabricWithClearErrors) {
+  const std::string fabric = fabric_text("tenant-parse");
+  const auto tenants = parse_tenants(fabric +
+                                         "[[tenant]]\nname = \"vision\"\ncredential_file = \"/etc/v\"\n"
+                                         "max_jobs = 4\nmax_aggregators = 64\nmax_ps_memory_mb = 512\n",
+                                     "fabric");
+  ASSERT_EQ(tenants.size(), 1u);
+  EXPECT_EQ(tenants[0].name, "vision");
+  EXPECT_EQ(tenants[0].credential_file, "/etc/v");
+  EXPECT_EQ(tenants[0].quota.max_jobs, 4u);
+  EXPECT_EQ(tenants[0].quota.max_aggregators, 64u);
+  EXPECT_EQ(tenants[0].quota.max_ps_memory_mb, 512u);
+  EXPECT_TRUE(parse_tenants(fabric, "fabric").empty());
+  for (const char* bad : {"[[tenant]]\ncredential_file = \"/x\"\n",
+                          "[[tenant]]\nname = \"a\"\n",
+                          "[[tenant]]\nname = \"a\"\ncredential_file = \"/x\"\nmax_jobs = -1\n",
+                          "[[tenant]]\nname = \"a\"\ncredential_file = \"/x\"\n"
+                          "[[tenant]]\nname = \"a\"\ncredential_file = \"/y\"\n"})
+    EXPECT_THROW(parse_tenants(fabric + bad, "fabric"), std::invalid_argument) << bad;
+}
+
 TEST(JobToml, ReadsBackAsTheSameJobAndToken) {
   JobBook book(fabric_text("toml"), "fabric");
   JobRequest r = two_workers(7000);
@@ -332,8 +391,9 @@ constexpr char kOperator[] = "operator-secret-0123456789";
 // A controller over `fabric`, serving gRPC on a free loopback port.
 class Controller {
  public:
-  Controller(const std::string& fabric, const std::string& state, Limits limits = {})
-      : service_(recovered(fabric, state, limits), {state, kOperator, "", ""}) {
+  Controller(const std::string& fabric, const std::string& state, Limits limits = {},
+             std::vector<Tenant> tenants = {})
+      : service_(recovered(fabric, state, limits), {state, kOperator, "", "", std::move(tenants)}) {
     service_.reconcile();
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -374,6 +434,31 @@ grpc::StatusCode code_of(const std::function<void()>& call) {
     return e.code;
   }
   return grpc::StatusCode::OK;
+}
+
+// Tenants (issue 31 item 6): each admits with its own credential and its jobs count against
+// its quota, refused with RESOURCE_EXHAUSTED naming it; with tenants and no admission
+// credential, nobody else admits. Before: one client filled the controller's 1,024 jobs.
+TEST(ControllerService, EachTenantAdmitsWithItsCredentialWithinItsQuota) {
+  const std::string text = fabric_text("tenants");
+  Fabric fabric(text);
+  Limits limits;
+  limits.quotas["vision"] = Quota{.max_jobs = 1};
+  Controller controller(text, "", limits,
+                        {Tenant{"vision", "unused", "vision-secret-0123456789", {.max_jobs = 1}}});
+  ControllerClient vision(controller.address(), "vision-secret-0123456789");
+  const v1::Admission first = vision.admit(request(7000));
+  try {
+    vision.admit(request(7100));
+    ADD_FAILURE() << "admitted beyond max_jobs";
+  } catch (const ControllerCallError& e) {
+    EXPECT_EQ(e.code, grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(std::string(e.what()).find("max_jobs"), std::string::npos) << e.what();
+  }
+  ControllerClient anonymous(controller.address());
+  EXPECT_EQ(code_of([&] { anonymous.admit(request(7200)); }), grpc::StatusCode::PERMISSION_DENIED);
+  ControllerClient(controller.address(), first.credential()).remove(first.job_id());
+  EXPECT_NO_THROW(vision.admit(request(7300)));  // its quota is free again
 }
 
 TEST(ControllerService, AdmitsProgramsTheFabricAndRemovesWithTheJobsCredential) {

@@ -51,13 +51,20 @@ void serve(const ControllerOptions& o) {
   limits.max_lease = Duration{o.max_lease_s} * kSecond;
   limits.static_share = o.static_share;
   limits.max_window = o.max_window;
-  controller::JobBook book(read_file(o.fabric), o.fabric, limits);
+  const std::string fabric = read_file(o.fabric);
+  std::vector<controller::Tenant> tenants = controller::parse_tenants(fabric, o.fabric);
+  for (auto& t : tenants) {
+    t.credential = read_secret_file(t.credential_file, "tenant '" + t.name + "' credential");
+    limits.quotas[t.name] = t.quota;
+  }
+  controller::JobBook book(fabric, o.fabric, limits);
   if (!o.state.empty()) book.load(o.state, controller::instant_now());
   const std::size_t recovered = book.ids().size();
   controller::ControllerService service(
       std::move(book), {o.state, read_secret_file(o.operator_file, "operator credential"),
                         read_secret_file(o.admit_file, "admission credential"),
-                        read_secret_file(o.daemon_secret_file, "daemon control secret")});
+                        read_secret_file(o.daemon_secret_file, "daemon control secret"),
+                        std::move(tenants)});
   for (const auto& line : service.reconcile()) spdlog::info("controller: {}", line);
 
   // Signals are taken by sigtimedwait below, never by a handler on a gRPC thread.

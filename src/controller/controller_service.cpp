@@ -83,6 +83,20 @@ void ControllerService::save() const {
   if (!options_.state_path.empty()) book_.save(options_.state_path, instant_now());
 }
 
+// Who admits: the tenant whose credential came with the call, or nobody in particular (the
+// controller's admission credential, or none where the controller asks for none).
+std::string ControllerService::admitting_tenant(grpc::ServerContext* context) const {
+  const std::string presented = credential_of(context);
+  for (const Tenant& t : options_.tenants)
+    if (same_secret(presented, t.credential)) return t.name;
+  if (options_.admit_credential.empty() ? options_.tenants.empty()
+                                        : same_secret(presented, options_.admit_credential))
+    return {};
+  throw ControllerError(Kind::denied, options_.tenants.empty()
+                                          ? "admission needs the admission credential"
+                                          : "admission needs a tenant's credential");
+}
+
 void ControllerService::require_operator(grpc::ServerContext* context) const {
   if (options_.operator_credential.empty())
     throw ControllerError(Kind::denied, "this controller was started without an operator "
@@ -131,10 +145,8 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
                                          const v1::AdmitJobRequest* request, v1::Admission* out) {
   return guarded("AdmitJob", [&] {
     const Time deadline = runtime::monotonic_now() + kCallBudget;
-    if (!options_.admit_credential.empty() &&
-        !same_secret(credential_of(context), options_.admit_credential))
-      throw ControllerError(Kind::denied, "admission needs the admission credential");
-    const JobRequest wanted = request_of(*request);
+    JobRequest wanted = request_of(*request);
+    wanted.tenant = admitting_tenant(context);
     const auto fabric_lock = lock_fabric(deadline);  // nobody else records a job meanwhile
     AdmittedJob job = [&] {
       std::lock_guard lock(book_mutex_);

@@ -19,6 +19,9 @@ struct ServiceOptions {
   std::string operator_credential;  // empty: administrative calls are refused
   std::string admit_credential;     // empty: anyone who reaches the controller may admit
   std::string daemon_secret;        // sent to daemons controlled over TCP
+  // Each admits with its own credential, its jobs counted against its quota (JobBook's
+  // Limits::quotas). With tenants and no admit_credential, only tenants may admit.
+  std::vector<Tenant> tenants;
 };
 
 // This moment on the monotonic and the wall clock (JobBook::save and load).
@@ -46,6 +49,7 @@ class ControllerService final : public v1::Controller::Service {
 
  private:
   void require_operator(grpc::ServerContext* context) const;
+  std::string admitting_tenant(grpc::ServerContext* context) const;
   // The job, if the caller holds its credential or the operator's.
   const AdmittedJob& job_for(grpc::ServerContext* context, std::uint32_t id) const;
   // Takes fabric_mutex_ by `deadline`, or throws ControllerError (failed).

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "control/private_file.h"
+#include "engines/ps/parameter_server.h"
 #include "engines/switch/switch_tables.h"
 
 namespace atp::controller {
@@ -99,7 +100,56 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
   } catch (const std::invalid_argument& e) {
     throw ControllerError(Kind::invalid, e.what());
   }
+  a.tenant = r.tenant;
+  if (limits_.quotas.contains(a.tenant)) a.ps_memory = ps_memory_of(a);
+  check_quota(a);
   return a;
+}
+
+namespace {
+
+// What a job holds of the pools: its ATP home or its static slice, per switch thread.
+std::uint64_t aggregators_of(const control::JobConfig& j) {
+  return j.home_count > 0 ? j.home_count : j.static_aggregators;
+}
+
+}  // namespace
+
+// PS memory counts each job at its worst on every PS it uses (ParameterServer::memory_bound),
+// as the PSs' own budgets do.
+std::uint64_t JobBook::ps_memory_of(const AdmittedJob& job) const {
+  const control::ClusterConfig cluster = cluster_of(job);
+  runtime::AddressBook book;
+  std::uint64_t bytes = 0;
+  for (const auto& ps : job.config.parameter_servers)
+    for (const engines::PsJob& entry : cluster.server_jobs(ps, book))
+      if (entry.job == job.config.id) bytes += engines::ParameterServer::memory_bound(entry);
+  return bytes;
+}
+
+// The tenant's jobs with this one against its quota; RESOURCE_EXHAUSTED naming the quota.
+void JobBook::check_quota(const AdmittedJob& job) const {
+  const auto quota = limits_.quotas.find(job.tenant);
+  if (job.tenant.empty() || quota == limits_.quotas.end()) return;
+  const Quota& q = quota->second;
+  std::uint64_t jobs = 1, aggregators = aggregators_of(job.config), memory = job.ps_memory;
+  for (const auto& [id, other] : jobs_) {
+    if (other.tenant != job.tenant) continue;
+    ++jobs;
+    aggregators += aggregators_of(other.config);
+    memory += other.ps_memory;
+  }
+  auto refuse = [&](const char* what, std::uint64_t would, std::uint64_t max, const char* unit) {
+    throw ControllerError(Kind::refused, "tenant '" + job.tenant + "' would hold " +
+                                             std::to_string(would) + unit + ", above its " + what +
+                                             " of " + std::to_string(max) + " (its [[tenant]] in the fabric file)");
+  };
+  if (q.max_jobs > 0 && jobs > q.max_jobs) refuse("max_jobs", jobs, q.max_jobs, " jobs");
+  if (q.max_aggregators > 0 && aggregators > q.max_aggregators)
+    refuse("max_aggregators", aggregators, q.max_aggregators, " aggregators");
+  const std::uint64_t mib = (memory + (1 << 20) - 1) >> 20;
+  if (q.max_ps_memory_mb > 0 && mib > q.max_ps_memory_mb)
+    refuse("max_ps_memory_mb", mib, q.max_ps_memory_mb, " MiB of PS memory");
 }
 
 // Planned placement's home for a job admitted on its own (ClusterConfig::home_of reads it). A
@@ -248,6 +298,7 @@ void JobBook::save(const std::string& path, Instant now) const {
     const Duration left = std::max<Duration>(job.lease_ends - now.monotonic, 0);
     state["jobs"].push_back({{"job_toml", control::job_toml(job.config)}, {"name", job.name},
                              {"credential", job.credential}, {"lease_ms", job.lease / kMillisecond},
+                             {"tenant", job.tenant},
                              {"claimed", job.claimed},
                              {"lease_ends_unix_ms", now.unix_ms + left / kMillisecond}});
   }
@@ -274,6 +325,8 @@ void JobBook::load(const std::string& path, Instant now) {
       a.config = jobs.at(0);
       a.name = j.at("name").get<std::string>();
       a.credential = j.at("credential").get<std::string>();
+      a.tenant = j.value("tenant", std::string());
+      if (limits_.quotas.contains(a.tenant)) a.ps_memory = ps_memory_of(a);
       a.lease = j.at("lease_ms").get<Duration>() * kMillisecond;
       // A version 1 state knew no claims: its jobs keep what that version gave them.
       a.claimed = version == 1 || j.at("claimed").get<bool>();

@@ -15,6 +15,7 @@
 #include "control/cluster_config.h"
 #include "controller/controller_error.h"
 #include "controller/job_terms.h"
+#include "controller/tenants.h"
 #include "engines/common.h"
 
 namespace atp::controller {
@@ -22,6 +23,7 @@ namespace atp::controller {
 // What a tenant asks for; zeros pick defaults (controller.proto documents each field).
 struct JobRequest {
   std::string name;
+  std::string tenant;  // who admits it (the credential it came with); empty: no tenant
   std::vector<control::WorkerSpec> workers;
   JobTerms terms;
 };
@@ -30,6 +32,9 @@ struct AdmittedJob {
   control::JobConfig config;
   std::string name;
   std::string credential;  // 128 random bits, hex
+  std::string tenant;      // empty: admitted with the controller's admission credential
+  // Bytes on all its PSs at its worst (ParameterServer::memory_bound), for its tenant's quota.
+  std::uint64_t ps_memory = 0;
   Duration lease = 0;
   Time lease_ends = 0;  // monotonic
   // Renewed at least once: its tenant holds the credential. A job saved before its admission
@@ -53,6 +58,7 @@ struct Limits {
   // A job's window sizes the state each of its PSs allocates at admission (per seq of the ring,
   // K values each): 2^20 took ~730 MB and stalled the PS's packet loop for seconds.
   std::uint32_t max_window = 4096;
+  std::map<std::string, Quota> quotas;  // per tenant (a fabric's [[tenant]] tables)
 };
 
 class JobBook {
@@ -91,6 +97,8 @@ class JobBook {
   std::vector<std::string> pick_servers(std::uint32_t count) const;
   std::uint16_t default_values_per_packet(const JobRequest& request) const;
   void assign_home(control::JobConfig& job) const;
+  void check_quota(const AdmittedJob& job) const;
+  std::uint64_t ps_memory_of(const AdmittedJob& job) const;
   Duration lease_of(std::uint32_t seconds) const;
 
   std::string fabric_text_;
