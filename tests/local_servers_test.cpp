@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <thread>
@@ -109,6 +111,80 @@ TEST(ControlRequest, APeerThatTricklesCostsTheCallerItsBudgetOnly) {
   EXPECT_THROW(control_request("/tmp/atp-test-trickler.sock", {{"cmd", "list"}}, 300 * kMillisecond),
                std::system_error);
   EXPECT_EQ(trickler.accepted(), 1);  // it was the budget that ended the call, not a refused connect
+}
+
+// Socket squatting (issue 31 item 8): while a daemon is down, another local user can bind its
+// control socket's path in the shared /tmp. The controller then sent the squatter a job's
+// TOML with its token. A client now checks the peer's uid before sending anything, and the
+// daemon's side refuses peers of other users the same way. Needs root (to be another user).
+TEST(ControlRequest, NothingIsSentToASocketAnotherUserServes) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run the squatter as another user";
+  const std::string path = "/tmp/atp-test-squatted.sock";
+  ::unlink(path.c_str());
+  int received[2];
+  ASSERT_EQ(::pipe(received), 0);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t squatter = ::fork();
+  if (squatter == 0) {  // nobody binds the path and reports what it is sent
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    const sockaddr_un a = testing::unix_socket_address(path);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 4) != 0)
+      ::_exit(3);
+    ::chmod(path.c_str(), 0777);
+    (void)!::write(ready[1], "r", 1);
+    const int client = ::accept(fd, nullptr, nullptr);
+    char buffer[4096];
+    std::int64_t total = 0;
+    for (ssize_t n; (n = ::read(client, buffer, sizeof buffer)) > 0;) total += n;
+    (void)!::write(received[1], &total, sizeof total);
+    ::_exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  try {
+    control_request(path, {{"cmd", "admit"}, {"job_toml", "token = 1234"}}, kSecond);
+    ADD_FAILURE() << "the request went to another user's socket";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EPERM);
+    EXPECT_NE(std::string(e.what()).find("uid 65534"), std::string::npos) << e.what();
+  }
+  std::int64_t total = -1;
+  ASSERT_EQ(::read(received[0], &total, sizeof total), static_cast<ssize_t>(sizeof total));
+  EXPECT_EQ(total, 0);  // not a byte of the request
+  int status = 0;
+  ::waitpid(squatter, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  ::unlink(path.c_str());
+}
+
+// And a daemon's control socket answers no peer running as another user.
+TEST(ControlSocket, APeerOfAnotherUserIsNotAnswered) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as another user";
+  Served daemon("/tmp/atp-test-peer-uid.sock");
+  ::chmod(daemon.path().c_str(), 0777);  // the file's mode would let anyone connect
+  int answered[2];
+  ASSERT_EQ(::pipe(answered), 0);
+  const pid_t other = ::fork();
+  if (other == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    const int fd = connect_unix(daemon.path());
+    if (fd < 0) ::_exit(3);
+    (void)!::write(fd, "{\"cmd\":\"ping\"}\n", 15);
+    char buffer[256];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    const std::int64_t got = n;
+    (void)!::write(answered[1], &got, sizeof got);
+    ::_exit(0);
+  }
+  std::int64_t got = -1;
+  ASSERT_EQ(::read(answered[0], &got, sizeof got), static_cast<ssize_t>(sizeof got));
+  EXPECT_LE(got, 0);  // closed without an answer
+  int status = 0;
+  ::waitpid(other, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(control_request(daemon.path(), {{"cmd", "ping"}})["ok"], true);  // its own user is
 }
 
 }  // namespace

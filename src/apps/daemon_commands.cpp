@@ -67,9 +67,12 @@ void serve(const DaemonOptions& o, const char* kind) {
   if (secret.empty() && control_path.starts_with("tcp://"))
     throw std::invalid_argument("a control socket on TCP (" + control_path +
                                 ") needs --control-secret-file");
+  // On a Unix socket the peer is checked by its uid instead (runtime::RequestServer): its
+  // controller never sends the secret there.
+  const bool tcp = control_path.starts_with("tcp://");
   if (control_path != "off")
-    control.emplace(loop, control_path, [&daemon, secret](const nlohmann::json& r) {
-      if (!secret.empty() && !daemons::carries_secret(r, secret))
+    control.emplace(loop, control_path, [&daemon, secret, tcp](const nlohmann::json& r) {
+      if (!secret.empty() && tcp && !daemons::carries_secret(r, secret))
         return nlohmann::json{{"ok", false}, {"error", "this daemon's control needs its secret"}};
       return daemons::answer_control(daemon, r);
     });

@@ -101,8 +101,20 @@ RequestServer::~RequestServer() {
 
 void RequestServer::accept_clients() {
   for (;;) {
-    const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    sockaddr_storage from{};
+    socklen_t from_length = sizeof from;
+    const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &from_length,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) break;
+    // A Unix peer must run as this user or root, whatever the socket file's mode lets connect.
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    if (from.ss_family == AF_UNIX &&
+        (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 ||
+         (peer.uid != ::geteuid() && peer.uid != 0))) {
+      ::close(fd);
+      continue;
+    }
     if (clients_.size() >= kMaxClients) close_client(oldest()->first);  // likeliest to be stuck
     clients_[fd].deadline = monotonic_now() + kRequestBudget;
     loop_.watch(fd, [this, fd] { on_client(fd); });
@@ -208,6 +220,21 @@ nlohmann::json control_request(const std::string& path, const nlohmann::json& re
     socklen_t size = sizeof error;
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
     if (error != 0) give_up("connect", error);
+  }
+  // A Unix socket path in a shared folder can be bound by anyone while its daemon is down: talk
+  // only to a peer running as this user or root, or the request (a job's TOML and token) would
+  // go to whoever squatted it.
+  if (!tcp_address(path)) {
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) give_up("peer credentials of", errno);
+    if (peer.uid != ::geteuid() && peer.uid != 0) {
+      ::close(fd);
+      throw std::system_error(EPERM, std::generic_category(),
+                              "the control socket " + path + " is served by uid " +
+                                  std::to_string(peer.uid) + ", neither this user nor root: "
+                                  "nothing was sent to it (another user may have bound its path)");
+    }
   }
   const std::string line = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   for (std::size_t done = 0; done < line.size();) {
