@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "control/slice_allocator.h"
+#include "daemons/control_requests.h"
 #include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
 #include "proto/header.h"
@@ -243,6 +244,25 @@ TEST(Admission, AParameterServerRefusesAJobBeyondItsMemoryBudget) {
   ASSERT_TRUE(ps.remove_job(2));
   EXPECT_THROW(ps.admit(cluster(3, 512), 3), std::invalid_argument);  // alone too big
   ps.admit(cluster(3, 128), 3);
+}
+
+// `atp ctl remove --job 4294967297` once removed job 1: the id wrapped to 32 bits. The CLI
+// refuses it, and so does the daemon for a raw request, naming the field.
+TEST(Admission, AJobIdBeyond32BitsIsRefusedNotWrapped) {
+  daemons::SwitchDaemon sw(ClusterConfig::parse(cluster_text({1, 2})), "rack0");
+  for (const nlohmann::json& job : {nlohmann::json(4294967297ull), nlohmann::json(-1),
+                                    nlohmann::json(1.5), nlohmann::json("1")}) {
+    try {
+      daemons::answer_control(sw, {{"cmd", "remove"}, {"job", job}});
+      ADD_FAILURE() << "accepted job " << job;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("\"job\""), std::string::npos) << e.what();
+    }
+  }
+  auto ids = sw.job_ids();
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(daemons::answer_control(sw, {{"cmd", "remove"}, {"job", 2}})["ok"], true);
 }
 
 }  // namespace

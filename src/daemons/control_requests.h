@@ -7,7 +7,9 @@
 //                                                  own fabric (what the controller sends)
 //   {"cmd":"remove","job":ID}                   -> removes it (a switch frees its aggregators)
 // Over TCP every request also carries "secret" (see carries_secret).
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 
 #include "control/cluster_config.h"
@@ -17,11 +19,23 @@ namespace atp::daemons {
 
 // Whether `request` carries `secret` as "secret" (compared in constant time). A daemon whose
 // control listens on TCP (reachable from the network) answers only such requests; a Unix
-// socket is guarded by its file's permissions.
+// socket is guarded by the peer's uid (runtime::RequestServer).
 inline bool carries_secret(const nlohmann::json& request, const std::string& secret) {
   const auto it = request.find("secret");
   if (it == request.end() || !it->is_string()) return false;
   return control::same_secret(it->get_ref<const std::string&>(), secret);
+}
+
+// The request's "job": a whole number that is a job id. (get<uint32_t> alone would wrap
+// 2^32 + 1 onto job 1, and remove it.)
+inline std::uint32_t job_of(const nlohmann::json& request) {
+  const auto it = request.find("job");
+  const bool whole = it != request.end() && it->is_number_integer();
+  if (!whole || (it->is_number_unsigned() ? it->get<std::uint64_t>() > 0xFFFFFFFFu
+                                          : it->get<std::int64_t>() < 0 ||
+                                                it->get<std::int64_t>() > 0xFFFFFFFF))
+    throw std::invalid_argument("\"job\" must be a job id from 0 to 4294967295");
+  return it->get<std::uint32_t>();
 }
 
 template <typename Daemon>
@@ -30,12 +44,12 @@ nlohmann::json answer_control(Daemon& daemon, const nlohmann::json& request) {
   if (cmd == "list") return {{"ok", true}, {"jobs", daemon.job_ids()}};
   if (cmd == "stats") return {{"ok", true}, {"stats", daemon.stats()}};
   if (cmd == "remove") {
-    const auto job = request.at("job").get<std::uint32_t>();
+    const std::uint32_t job = job_of(request);
     if (daemon.remove_job(job)) return {{"ok", true}};
     return {{"ok", false}, {"error", "no job " + std::to_string(job)}};
   }
   if (cmd == "admit") {
-    const auto job = request.at("job").get<std::uint32_t>();
+    const std::uint32_t job = job_of(request);
     if (request.contains("jobs"))
       daemon.admit(daemon.fabric().with_jobs_from(request.at("jobs").get<std::string>(), "admit"), job);
     else
