@@ -147,6 +147,35 @@ TEST(Tenants, ParsedFromTheFabricWithClearErrors) {
     EXPECT_THROW(parse_tenants(fabric + bad, "fabric"), std::invalid_argument) << bad;
 }
 
+// Homes index every ATP switch a job's sums pass: two-rack jobs on different racks still meet
+// at their shared spine, so their homes differ; and a home fits the smallest pool the job's
+// aggregation crosses (a job is never refused for a larger rack's share).
+TEST(JobBook, HomesDifferWhereJobsShareASwitchAndFitTheSmallestPool) {
+  std::string fabric = "[[switch]]\nname = \"spine\"\naddress = \"127.0.0.1:0\"\nlevel = 2\n"
+                       "aggregators = 64\ncontrol = \"/tmp/atp-test-spine.sock\"\n";
+  for (int r = 0; r < 4; ++r)
+    fabric += "[[switch]]\nname = \"r" + std::to_string(r) + "\"\naddress = \"127.0.0.1:0\"\n"
+              "uplink = \"spine\"\naggregators = " + (r == 0 ? "4096" : "64") +
+              "\ncontrol = \"/tmp/atp-test-r" + std::to_string(r) + ".sock\"\n";
+  fabric += "[[ps]]\nname = \"ps0\"\naddress = \"127.0.0.1:0\"\ncontrol = \"/tmp/atp-test-hps.sock\"\n";
+  JobBook book(fabric, "fabric");
+  auto across = [&](const char* a, const char* b, std::uint16_t port) {
+    JobRequest r;
+    r.name = "two racks";
+    r.workers = {{a, runtime::Endpoint{0x7F000001, port}},
+                 {b, runtime::Endpoint{0x7F000001, static_cast<std::uint16_t>(port + 1)}}};
+    AdmittedJob job = book.prepare(r, 0);
+    const auto home = std::pair{job.config.home_first, job.config.home_count};
+    book.record(std::move(job));
+    return home;
+  };
+  const auto first = across("r0", "r1", 7000);   // r0's pool is 4096, the others' 64
+  const auto second = across("r2", "r3", 7010);  // other racks, the same spine
+  EXPECT_EQ(first.second, 16u);                  // a quarter of the smallest pool, 64
+  EXPECT_EQ(second.second, 16u);
+  EXPECT_NE(first.first, second.first);
+}
+
 TEST(JobToml, ReadsBackAsTheSameJobAndToken) {
   JobBook book(fabric_text("toml"), "fabric");
   JobRequest r = two_workers(7000);
@@ -302,9 +331,16 @@ TEST(JobBook, AJobNobodyClaimedLapsesAcrossRestarts) {
   EXPECT_TRUE(soon.expired(55 * kSecond).empty());
   EXPECT_EQ(soon.expired(56 * kSecond), std::vector<std::uint32_t>{id});  // 6 s left, not 10
   soon.save(path, {51 * kSecond, 5'005'000});  // and killed again
-  JobBook later(fabric_text("lease"), "fabric");  // restarted once more, 20 s on
+  // Restarted once more, 20 s on: its lease ran out while the controller was down, so it gets
+  // one grace (time for a first renewal: 10 / 3 + 5 s), once.
+  JobBook later(fabric_text("lease"), "fabric");
   later.load(path, {0, 5'025'000});
-  EXPECT_EQ(later.expired(0), std::vector<std::uint32_t>{id});  // lapsed: the reaper removes it
+  EXPECT_TRUE(later.expired(8 * kSecond).empty());
+  EXPECT_EQ(later.expired(9 * kSecond), std::vector<std::uint32_t>{id});
+  later.save(path, {0, 5'025'000});
+  JobBook again(fabric_text("lease"), "fabric");  // and again, a minute on: no second grace
+  again.load(path, {0, 5'085'000});
+  EXPECT_EQ(again.expired(0), std::vector<std::uint32_t>{id});  // lapsed: the reaper removes it
 }
 
 // `atp job admit --cluster-out F` once wrote the job's token into F as the umask made it (0644

@@ -142,6 +142,7 @@ TEST(ControlRequest, NothingIsSentToASocketAnotherUserServes) {
     ::_exit(0);
   }
   char byte = 0;
+  ::close(ready[1]);
   ASSERT_EQ(::read(ready[0], &byte, 1), 1);
   try {
     control_request(path, {{"cmd", "admit"}, {"job_toml", "token = 1234"}}, kSecond);
@@ -150,6 +151,7 @@ TEST(ControlRequest, NothingIsSentToASocketAnotherUserServes) {
     EXPECT_EQ(e.code().value(), EPERM);
     EXPECT_NE(std::string(e.what()).find("uid 65534"), std::string::npos) << e.what();
   }
+  ::close(received[1]);  // the squatter's end: read ends if it dies without reporting
   std::int64_t total = -1;
   ASSERT_EQ(::read(received[0], &total, sizeof total), static_cast<ssize_t>(sizeof total));
   EXPECT_EQ(total, 0);  // not a byte of the request
@@ -171,16 +173,22 @@ TEST(ControlSocket, APeerOfAnotherUserIsNotAnswered) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
     const int fd = connect_unix(daemon.path());
     if (fd < 0) ::_exit(3);
-    (void)!::write(fd, "{\"cmd\":\"ping\"}\n", 15);
     char buffer[256];
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    const std::int64_t got = n;
-    (void)!::write(answered[1], &got, sizeof got);
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);  // the refusal, sent at once
+    if (n > 0) (void)!::write(answered[1], buffer, static_cast<std::size_t>(n));
+    // A request after it is never answered: the connection is gone.
+    (void)!::send(fd, "{\"cmd\":\"ping\"}\n", 15, MSG_NOSIGNAL);
+    if (::read(fd, buffer, sizeof buffer) > 0) (void)!::write(answered[1], "ANSWERED", 8);
     ::_exit(0);
   }
-  std::int64_t got = -1;
-  ASSERT_EQ(::read(answered[0], &got, sizeof got), static_cast<ssize_t>(sizeof got));
-  EXPECT_LE(got, 0);  // closed without an answer
+  ::close(answered[1]);  // the child's end: a child that writes nothing ends the read
+  std::string reply;
+  char chunk[256];
+  for (ssize_t n; (n = ::read(answered[0], chunk, sizeof chunk)) > 0;) reply.append(chunk, n);
+  // A refusal naming why, and nothing the handler said.
+  EXPECT_NE(reply.find("not uid 65534"), std::string::npos) << reply;
+  EXPECT_EQ(reply.find("\"ok\":true"), std::string::npos) << reply;
+  EXPECT_EQ(reply.find("ANSWERED"), std::string::npos) << reply;
   int status = 0;
   ::waitpid(other, &status, 0);
   EXPECT_EQ(WEXITSTATUS(status), 0);

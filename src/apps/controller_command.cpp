@@ -58,11 +58,16 @@ void serve(const ControllerOptions& o) {
     limits.quotas[t.name] = t.quota;
   }
   controller::JobBook book(fabric, o.fabric, limits);
-  if (!o.state.empty()) book.load(o.state, controller::instant_now());
+  if (!o.state.empty()) {
+    book.load(o.state, controller::instant_now());
+    book.save(o.state, controller::instant_now());  // a restart grace is given once, for good
+  }
   const std::size_t recovered = book.ids().size();
+  const std::string operator_credential = read_secret_file(o.operator_file, "operator credential");
+  const std::string admit_credential = read_secret_file(o.admit_file, "admission credential");
+  controller::require_distinct_credentials(tenants, admit_credential, operator_credential);
   controller::ControllerService service(
-      std::move(book), {o.state, read_secret_file(o.operator_file, "operator credential"),
-                        read_secret_file(o.admit_file, "admission credential"),
+      std::move(book), {o.state, operator_credential, admit_credential,
                         read_secret_file(o.daemon_secret_file, "daemon control secret"),
                         std::move(tenants)});
   for (const auto& line : service.reconcile()) spdlog::info("controller: {}", line);

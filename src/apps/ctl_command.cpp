@@ -21,7 +21,9 @@ void add_ctl_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   ctl->require_subcommand(1);
   auto send = [](nlohmann::json request) {
-    if (!secret_file.empty()) request["secret"] = read_secret_file(secret_file, "control secret");
+    // Over TCP only: a Unix socket's peer is checked by its uid, and a daemon asks no secret there.
+    if (!secret_file.empty() && socket.starts_with("tcp://"))
+      request["secret"] = read_secret_file(secret_file, "control secret");
     const nlohmann::json reply = runtime::control_request(socket, request);
     std::cout << reply.dump(2) << "\n";
     set_exit_code(reply.value("ok", false) ? 0 : 1);

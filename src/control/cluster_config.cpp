@@ -177,6 +177,8 @@ ServerSpec parse_server(const toml::table& t, const std::string& origin) {
   s.address = runtime::Endpoint::parse_or_throw(text(t, "address", where), where + " address");
   s.control = text(t, "control", where, false);
   s.memory_budget_mb = number<std::uint64_t>(t, "memory_budget_mb", 0, where);
+  if (s.memory_budget_mb > (std::uint64_t{1} << 40))
+    fail(where, "memory_budget_mb must be at most 2^40 (a mebibyte count)");
   return s;
 }
 

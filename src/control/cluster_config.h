@@ -101,7 +101,7 @@ struct JobConfig {
   // Planned placement: the job's home slice of the pool, when the control plane gave one
   // (home_count 0: the slice static partitioning gives it among the file's jobs). A file's jobs
   // all share one cut of the pool; the controller admits one job at a time and assigns each
-  // a home of its own instead (controller/home_book.h).
+  // a home of its own instead (JobBook::assign_home).
   std::uint32_t home_first = 0, home_count = 0;
 };
 

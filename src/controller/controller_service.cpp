@@ -187,7 +187,14 @@ grpc::Status ControllerService::RenewLease(grpc::ServerContext* context, const v
     const AdmittedJob& job = job_for(context, ref->job_id());
     // The first renewal proves the tenant holds the credential: saved, so that a restart
     // never lets the job lapse as one nobody could renew.
-    if (book_.renew(ref->job_id(), runtime::monotonic_now())) save();
+    if (book_.renew(ref->job_id(), runtime::monotonic_now())) {
+      try {
+        save();
+      } catch (...) {
+        book_.unclaim(ref->job_id());  // the next renewal tries again
+        throw;
+      }
+    }
     out->set_lease_seconds(static_cast<std::uint32_t>(job.lease / kSecond));
   });
 }

@@ -39,7 +39,7 @@ std::string random_hex(unsigned bits) {
 }
 
 JobBook::JobBook(std::string fabric_text, const std::string& origin, Limits limits)
-    : fabric_text_(std::move(fabric_text)),
+    : fabric_text_(without_tenants(fabric_text, origin)),
       fabric_(control::ClusterConfig::parse(fabric_text_, origin)),
       limits_(limits) {
   if (!fabric_.jobs().empty())
@@ -94,7 +94,7 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
         const std::uint32_t share = std::max(1u, s.aggregators / s.threads / std::max(1u, limits_.static_share));
         j.static_aggregators = j.static_aggregators == 0 ? share : std::min(j.static_aggregators, share);
       }
-  if (j.placement == engines::Placement::planned) assign_home(j);
+  if (j.placement == engines::Placement::planned) assign_home(a);
   try {
     cluster_of(a);  // every rule a cluster file obeys: racks, fan-ins, K, window, ...
   } catch (const std::invalid_argument& e) {
@@ -152,40 +152,69 @@ void JobBook::check_quota(const AdmittedJob& job) const {
     refuse("max_ps_memory_mb", mib, q.max_ps_memory_mb, " MiB of PS memory");
 }
 
+namespace {
+
+// The ATP switches whose aggregators a job's home indexes: its racks' switches, and their
+// level-2 uplink when it spans racks (a one-rack job's sums pass the spine unaggregated).
+std::vector<const control::SwitchSpec*> atp_switches_of(const control::ClusterConfig& fabric,
+                                                        const control::JobConfig& j) {
+  std::set<std::string> racks;
+  for (const auto& w : j.workers) racks.insert(w.rack);
+  std::set<std::string> names = racks;
+  for (const control::SwitchSpec& s : fabric.switches())
+    if (racks.size() > 1 && racks.contains(s.name) && !s.uplink.empty()) names.insert(s.uplink);
+  std::vector<const control::SwitchSpec*> out;
+  for (const control::SwitchSpec& s : fabric.switches())  // (an unknown rack: cluster_of says)
+    if (names.contains(s.name) && s.policy == engines::Policy::atp && s.aggregators >= s.threads)
+      out.push_back(&s);
+  return out;
+}
+
+}  // namespace
+
 // Planned placement's home for a job admitted on its own (ClusterConfig::home_of reads it). A
 // file's jobs share one cut of the pool, but the controller never knows its future jobs, and a
 // job alone in its cluster text would take the whole pool at index 0 as every other job did
-// (each colliding on every turn with the others). So: on the largest ATP pool among its racks'
-// switches, the share a static job gets there (1/static_share of the pool, at most its
-// window), at the block of that size the fewest admitted jobs' homes overlap on that switch
-// thread: disjoint while they fit, evenly shared beyond.
-void JobBook::assign_home(control::JobConfig& j) const {
-  const control::SwitchSpec* home_switch = nullptr;
-  auto pool_of = [](const control::SwitchSpec& s) { return s.aggregators / s.threads; };
-  for (const control::SwitchSpec& s : fabric_.switches()) {  // (an unknown rack: cluster_of says)
-    const bool serves = std::any_of(j.workers.begin(), j.workers.end(),
-                                    [&](const control::WorkerSpec& w) { return w.rack == s.name; });
-    if (serves && s.policy == engines::Policy::atp &&
-        (!home_switch || pool_of(s) > pool_of(*home_switch)))
-      home_switch = &s;
-  }
-  if (home_switch == nullptr || pool_of(*home_switch) == 0) return;
-  const std::string& name = home_switch->name;
-  const std::uint32_t pool = pool_of(*home_switch);
-  const unsigned thread = fabric_.thread_of(name, j.id);
+// (each colliding on every turn with the others). So: the share a static job gets (1 /
+// static_share of the smallest ATP pool the job's aggregation crosses, at most its window), at
+// the block the fewest admitted jobs' homes overlap on any switch thread it shares with them:
+// disjoint while they fit, evenly shared beyond. A job admitted without a home (a state from
+// before homes) counts as holding its whole pool.
+std::vector<std::uint64_t> JobBook::home_threads_of(const control::JobConfig& j) const {
+  std::vector<std::uint64_t> keys;
+  const auto& all = fabric_.switches();
+  for (const auto* s : atp_switches_of(fabric_, j))
+    keys.push_back(std::uint64_t(s - all.data()) << 32 | fabric_.thread_of(s->name, j.id));
+  return keys;
+}
+
+void JobBook::assign_home(AdmittedJob& a) const {
+  control::JobConfig& j = a.config;
+  a.home_threads = home_threads_of(j);
+  const auto mine = atp_switches_of(fabric_, j);
+  if (mine.empty()) return;
+  std::uint32_t pool = ~0u;
+  for (const auto* s : mine) pool = std::min(pool, s->aggregators / s->threads);
   const std::uint32_t count =
       std::clamp(std::min(j.window, pool / std::max(1u, limits_.static_share)), 1u, pool);
-  auto on_this_thread = [&](std::uint32_t id, const control::JobConfig& other) {
-    return other.home_count > 0 && fabric_.thread_of(name, id) == thread &&
-           std::any_of(other.workers.begin(), other.workers.end(),
-                       [&](const control::WorkerSpec& w) { return w.rack == name; });
-  };
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> taken;  // [first, end) of sharing jobs
+  for (const auto& [id, other] : jobs_) {
+    const bool shares = std::any_of(other.home_threads.begin(), other.home_threads.end(),
+                                    [&](std::uint64_t k) {
+                                      return std::find(a.home_threads.begin(),
+                                                       a.home_threads.end(), k) !=
+                                             a.home_threads.end();
+                                    });
+    if (shares && other.config.placement == engines::Placement::planned)
+      taken.emplace_back(other.config.home_first,
+                         other.config.home_count > 0
+                             ? other.config.home_first + other.config.home_count
+                             : ~0u);
+  }
   std::uint32_t best = 0, fewest = ~0u;
   for (std::uint32_t first = 0; first + count <= pool; first += count) {
     std::uint32_t overlapping = 0;
-    for (const auto& [id, other] : jobs_)
-      overlapping += on_this_thread(id, other.config) && other.config.home_first < first + count &&
-                     first < other.config.home_first + other.config.home_count;
+    for (const auto& [begin, end] : taken) overlapping += begin < first + count && first < end;
     if (overlapping < fewest) {
       fewest = overlapping;
       best = first;
@@ -228,6 +257,10 @@ bool JobBook::renew(std::uint32_t id, Time now) {
   const bool first = !it->second.claimed;
   it->second.claimed = true;
   return first;
+}
+
+void JobBook::unclaim(std::uint32_t id) {
+  if (auto it = jobs_.find(id); it != jobs_.end()) it->second.claimed = false;
 }
 
 std::vector<std::uint32_t> JobBook::expired(Time now) const {
@@ -300,6 +333,7 @@ void JobBook::save(const std::string& path, Instant now) const {
                              {"credential", job.credential}, {"lease_ms", job.lease / kMillisecond},
                              {"tenant", job.tenant},
                              {"claimed", job.claimed},
+                             {"restart_grace_used", job.restart_grace_used},
                              {"lease_ends_unix_ms", now.unix_ms + left / kMillisecond}});
   }
   try {
@@ -307,6 +341,21 @@ void JobBook::save(const std::string& path, Instant now) const {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string("the controller state: ") + e.what());
   }
+}
+
+// What is left of a restored job's lease. A claimed job gets a full one: its tenant could not
+// renew while the controller was down. An unclaimed one keeps what was left when saved, less
+// the time since; if that ran out while the controller was down, it gets one grace, time for
+// a first renewal (lease / 3 + 5 s), once in its life: a job whose admission was never
+// answered cannot be renewed by anyone, and lapses after it.
+Duration JobBook::restored_lease(AdmittedJob& a, const nlohmann::json& saved, Instant now) const {
+  if (a.claimed) return a.lease;
+  const std::int64_t left_ms =
+      std::clamp<std::int64_t>(saved.at("lease_ends_unix_ms").get<std::int64_t>() - now.unix_ms, 0,
+                               a.lease / kMillisecond);
+  if (left_ms > 0 || a.restart_grace_used) return left_ms * kMillisecond;
+  a.restart_grace_used = true;
+  return std::min(a.lease, a.lease / 3 + 5 * kSecond);
 }
 
 void JobBook::load(const std::string& path, Instant now) {
@@ -327,12 +376,12 @@ void JobBook::load(const std::string& path, Instant now) {
       a.credential = j.at("credential").get<std::string>();
       a.tenant = j.value("tenant", std::string());
       if (limits_.quotas.contains(a.tenant)) a.ps_memory = ps_memory_of(a);
+      a.home_threads = home_threads_of(a.config);
       a.lease = j.at("lease_ms").get<Duration>() * kMillisecond;
       // A version 1 state knew no claims: its jobs keep what that version gave them.
       a.claimed = version == 1 || j.at("claimed").get<bool>();
-      const Duration left =
-          a.claimed ? 0 : (j.at("lease_ends_unix_ms").get<std::int64_t>() - now.unix_ms) * kMillisecond;
-      a.lease_ends = now.monotonic + (a.claimed ? a.lease : std::clamp<Duration>(left, 0, a.lease));
+      a.restart_grace_used = j.value("restart_grace_used", false);
+      a.lease_ends = now.monotonic + restored_lease(a, j, now);
       record(std::move(a));
     }
     next_id_ = next_id;  // record() moved it past each loaded job

@@ -35,11 +35,15 @@ struct AdmittedJob {
   std::string tenant;      // empty: admitted with the controller's admission credential
   // Bytes on all its PSs at its worst (ParameterServer::memory_bound), for its tenant's quota.
   std::uint64_t ps_memory = 0;
+  // The ATP switch threads its home indexes (switch index << 32 | thread): two jobs' homes
+  // must differ where these meet (JobBook::assign_home).
+  std::vector<std::uint64_t> home_threads;
   Duration lease = 0;
   Time lease_ends = 0;  // monotonic
   // Renewed at least once: its tenant holds the credential. A job saved before its admission
   // was answered (the controller killed in between) never is, and nobody can renew it.
   bool claimed = false;
+  bool restart_grace_used = false;  // unclaimed, it outlived its lease across a restart once
 };
 
 // Now on both clocks: leases run on the monotonic one, and the wall clock carries a lease
@@ -76,6 +80,8 @@ class JobBook {
   const AdmittedJob& at(std::uint32_t id) const;
   // Returns whether this renewal claimed the job (its first): the state should be saved.
   bool renew(std::uint32_t id, Time now);
+  // Undoes a claim whose saving failed, so that the next renewal saves it again.
+  void unclaim(std::uint32_t id);
   std::vector<std::uint32_t> expired(Time now) const;
   std::vector<std::uint32_t> ids() const;
 
@@ -96,7 +102,9 @@ class JobBook {
   std::uint32_t next_free_id() const;
   std::vector<std::string> pick_servers(std::uint32_t count) const;
   std::uint16_t default_values_per_packet(const JobRequest& request) const;
-  void assign_home(control::JobConfig& job) const;
+  void assign_home(AdmittedJob& job) const;
+  Duration restored_lease(AdmittedJob& job, const nlohmann::json& saved, Instant now) const;
+  std::vector<std::uint64_t> home_threads_of(const control::JobConfig& job) const;
   void check_quota(const AdmittedJob& job) const;
   std::uint64_t ps_memory_of(const AdmittedJob& job) const;
   Duration lease_of(std::uint32_t seconds) const;

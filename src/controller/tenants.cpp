@@ -1,6 +1,7 @@
 #include "controller/tenants.h"
 
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <limits>
 #include <toml++/toml.h>
@@ -24,6 +25,33 @@ T limit(const toml::table& t, const char* key, const std::string& where) {
 }
 
 }  // namespace
+
+std::string without_tenants(const std::string& fabric_text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(fabric_text, origin);
+  } catch (const toml::parse_error& e) {
+    fail(origin, std::string(e.description()));
+  }
+  if (!root.contains("tenant")) return fabric_text;
+  root.erase("tenant");
+  std::ostringstream out;
+  out << root << "\n";
+  return out.str();
+}
+
+void require_distinct_credentials(const std::vector<Tenant>& tenants, const std::string& admit,
+                                  const std::string& operator_credential) {
+  std::vector<std::pair<std::string, std::string>> named;  // (credential, whose)
+  for (const Tenant& t : tenants) named.emplace_back(t.credential, "tenant '" + t.name + "'");
+  named.emplace_back(admit, "the admission credential");
+  named.emplace_back(operator_credential, "the operator's");
+  for (std::size_t a = 0; a < named.size(); ++a)
+    for (std::size_t b = a + 1; b < named.size(); ++b)
+      if (!named[a].first.empty() && named[a].first == named[b].first)
+        throw std::invalid_argument(named[a].second + " and " + named[b].second +
+                                    " have the same credential: each must have its own");
+}
 
 std::vector<Tenant> parse_tenants(const std::string& fabric_text, const std::string& origin) {
   toml::table root;

@@ -24,5 +24,13 @@ struct Tenant {
 // The fabric's [[tenant]] tables (none: no tenants). Throws std::invalid_argument naming the
 // file and the problem.
 std::vector<Tenant> parse_tenants(const std::string& fabric_text, const std::string& origin);
+// The fabric as every admitted job's cluster file carries it: without its [[tenant]] tables,
+// which name the other tenants, their quotas and where their credentials live.
+std::string without_tenants(const std::string& fabric_text, const std::string& origin);
+// Throws std::invalid_argument if two of the tenants' credentials, the admission credential
+// and the operator's are the same (an admission would be charged to the wrong tenant, or
+// carry the operator's powers). Empty credentials are not compared.
+void require_distinct_credentials(const std::vector<Tenant>& tenants, const std::string& admit,
+                                  const std::string& operator_credential);
 
 }  // namespace atp::controller

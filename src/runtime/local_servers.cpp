@@ -112,6 +112,9 @@ void RequestServer::accept_clients() {
     if (from.ss_family == AF_UNIX &&
         (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 ||
          (peer.uid != ::geteuid() && peer.uid != 0))) {
+      const std::string refusal = "{\"ok\":false,\"error\":\"this daemon answers its own user and "
+                                  "root only, not uid " + std::to_string(peer.uid) + "\"}\n";
+      (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
       continue;
     }
