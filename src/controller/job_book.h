@@ -62,7 +62,7 @@ struct Limits {
   // A job's window sizes the state each of its PSs allocates at admission (per seq of the ring,
   // K values each): 2^20 took ~730 MB and stalled the PS's packet loop for seconds.
   std::uint32_t max_window = 4096;
-  std::map<std::string, Quota> quotas;  // per tenant (a fabric's [[tenant]] tables)
+  std::map<std::string, Quota> quotas = {};  // per tenant (a fabric's [[tenant]] tables)
 };
 
 class JobBook {
