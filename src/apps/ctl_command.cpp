@@ -22,7 +22,7 @@ void add_ctl_command(CLI::App& app) {
   ctl->require_subcommand(1);
   auto send = [](nlohmann::json request) {
     // Over TCP only: a Unix socket's peer is checked by its uid, and a daemon asks no secret there.
-    if (!secret_file.empty() && socket.starts_with("tcp://"))
+    if (!secret_file.empty() && runtime::is_tcp_control(socket))
       request["secret"] = read_secret_file(secret_file, "control secret");
     const nlohmann::json reply = runtime::control_request(socket, request);
     std::cout << reply.dump(2) << "\n";

@@ -64,12 +64,12 @@ void serve(const DaemonOptions& o, const char* kind) {
   const std::string control_path =
       o.control.empty() ? control_of(cluster, o.name) : o.control;
   const std::string secret = read_secret_file(o.control_secret_file, "control secret");
-  if (secret.empty() && control_path.starts_with("tcp://"))
+  const bool tcp = runtime::is_tcp_control(control_path);
+  if (secret.empty() && tcp)
     throw std::invalid_argument("a control socket on TCP (" + control_path +
                                 ") needs --control-secret-file");
   // On a Unix socket the peer is checked by its uid instead (runtime::RequestServer): its
   // controller never sends the secret there.
-  const bool tcp = control_path.starts_with("tcp://");
   if (control_path != "off")
     control.emplace(loop, control_path, [&daemon, secret, tcp](const nlohmann::json& r) {
       if (!secret.empty() && tcp && !daemons::carries_secret(r, secret))

@@ -11,7 +11,7 @@ namespace atp::controller {
 nlohmann::json FabricProgrammer::ask(const Daemon& d, nlohmann::json request, Time deadline) const {
   // Over TCP only: a Unix socket's peer is checked by its uid (runtime::control_request), and a
   // secret sent there would reach whoever holds the path.
-  if (!secret_.empty() && d.control.starts_with("tcp://")) request["secret"] = secret_;
+  if (!secret_.empty() && runtime::is_tcp_control(d.control)) request["secret"] = secret_;
   try {
     const Time left = deadline - runtime::monotonic_now();
     if (left <= 0) throw std::runtime_error("the call's time was up before asking");

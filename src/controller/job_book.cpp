@@ -181,17 +181,21 @@ std::vector<const control::SwitchSpec*> atp_switches_of(const control::ClusterCo
 // disjoint while they fit, evenly shared beyond. A job admitted without a home (a state from
 // before homes) counts as holding its whole pool.
 std::vector<std::uint64_t> JobBook::home_threads_of(const control::JobConfig& j) const {
+  return thread_keys(atp_switches_of(fabric_, j), j.id);
+}
+
+std::vector<std::uint64_t> JobBook::thread_keys(const std::vector<const control::SwitchSpec*>& switches,
+                                                std::uint32_t id) const {
   std::vector<std::uint64_t> keys;
-  const auto& all = fabric_.switches();
-  for (const auto* s : atp_switches_of(fabric_, j))
-    keys.push_back(std::uint64_t(s - all.data()) << 32 | fabric_.thread_of(s->name, j.id));
+  for (const auto* s : switches)
+    keys.push_back(std::uint64_t(s - fabric_.switches().data()) << 32 | fabric_.thread_of(s->name, id));
   return keys;
 }
 
 void JobBook::assign_home(AdmittedJob& a) const {
   control::JobConfig& j = a.config;
-  a.home_threads = home_threads_of(j);
   const auto mine = atp_switches_of(fabric_, j);
+  a.home_threads = thread_keys(mine, j.id);
   if (mine.empty()) return;
   std::uint32_t pool = ~0u;
   for (const auto* s : mine) pool = std::min(pool, s->aggregators / s->threads);

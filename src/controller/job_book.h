@@ -105,6 +105,8 @@ class JobBook {
   void assign_home(AdmittedJob& job) const;
   Duration restored_lease(AdmittedJob& job, const nlohmann::json& saved, Instant now) const;
   std::vector<std::uint64_t> home_threads_of(const control::JobConfig& job) const;
+  std::vector<std::uint64_t> thread_keys(const std::vector<const control::SwitchSpec*>& switches,
+                                         std::uint32_t id) const;
   void check_quota(const AdmittedJob& job) const;
   std::uint64_t ps_memory_of(const AdmittedJob& job) const;
   Duration lease_of(std::uint32_t seconds) const;

@@ -58,10 +58,20 @@ sockaddr_un unix_address(const std::string& path) {
 
 // "tcp://a.b.c.d:port", or nullopt for a Unix socket path.
 std::optional<Endpoint> tcp_address(const std::string& address) {
-  constexpr std::string_view scheme = "tcp://";
-  if (address.compare(0, scheme.size(), scheme) != 0) return std::nullopt;
-  return Endpoint::parse_or_throw(std::string_view(address).substr(scheme.size()), "control address");
+  if (!is_tcp_control(address)) return std::nullopt;
+  return Endpoint::parse_or_throw(std::string_view(address).substr(kTcpScheme.size()), "control address");
 }
+
+// The uid of a Unix socket's peer, or nullopt if the kernel does not say.
+std::optional<uid_t> peer_uid(int fd) {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) return std::nullopt;
+  return peer.uid;
+}
+
+// Who may be on the other end of a control socket: this user, or root.
+bool trusted(uid_t uid) { return uid == ::geteuid() || uid == 0; }
 
 // A stream socket for `address`: its family, and the address to bind or connect to.
 int stream_socket(const std::string& address, sockaddr_storage& to, socklen_t& length) {
@@ -107,16 +117,15 @@ void RequestServer::accept_clients() {
                              SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) break;
     // A Unix peer must run as this user or root, whatever the socket file's mode lets connect.
-    ucred peer{};
-    socklen_t size = sizeof peer;
-    if (from.ss_family == AF_UNIX &&
-        (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 ||
-         (peer.uid != ::geteuid() && peer.uid != 0))) {
-      const std::string refusal = "{\"ok\":false,\"error\":\"this daemon answers its own user and "
-                                  "root only, not uid " + std::to_string(peer.uid) + "\"}\n";
-      (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      ::close(fd);
-      continue;
+    if (from.ss_family == AF_UNIX) {
+      const std::optional<uid_t> uid = peer_uid(fd);
+      if (!uid || !trusted(*uid)) {
+        const std::string refusal = "{\"ok\":false,\"error\":\"this daemon answers its own user "
+                                    "and root only, not uid " + std::to_string(uid.value_or(-1)) + "\"}\n";
+        (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::close(fd);
+        continue;
+      }
     }
     if (clients_.size() >= kMaxClients) close_client(oldest()->first);  // likeliest to be stuck
     clients_[fd].deadline = monotonic_now() + kRequestBudget;
@@ -227,15 +236,14 @@ nlohmann::json control_request(const std::string& path, const nlohmann::json& re
   // A Unix socket path in a shared folder can be bound by anyone while its daemon is down: talk
   // only to a peer running as this user or root, or the request (a job's TOML and token) would
   // go to whoever squatted it.
-  if (!tcp_address(path)) {
-    ucred peer{};
-    socklen_t size = sizeof peer;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) give_up("peer credentials of", errno);
-    if (peer.uid != ::geteuid() && peer.uid != 0) {
+  if (!is_tcp_control(path)) {
+    const std::optional<uid_t> uid = peer_uid(fd);
+    if (!uid) give_up("peer credentials of", errno);
+    if (!trusted(*uid)) {
       ::close(fd);
       throw std::system_error(EPERM, std::generic_category(),
                               "the control socket " + path + " is served by uid " +
-                                  std::to_string(peer.uid) + ", neither this user nor root: "
+                                  std::to_string(*uid) + ", neither this user nor root: "
                                   "nothing was sent to it (another user may have bound its path)");
     }
   }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "runtime/event_loop.h"
 
@@ -69,6 +70,11 @@ class ControlSocket {
   std::string path_;
   std::unique_ptr<RequestServer> server_;
 };
+
+// Whether a control address is "tcp://a.b.c.d:port" (else a Unix socket path). Over TCP a
+// request carries the daemon's secret; on a Unix socket the peer's uid is checked instead.
+inline constexpr std::string_view kTcpScheme = "tcp://";
+inline bool is_tcp_control(std::string_view address) { return address.starts_with(kTcpScheme); }
 
 // Sends one request to a control socket (a path or "tcp://a.b.c.d:port") and returns the
 // answer. The whole exchange (connect, send, the answer) gets `budget`: a daemon that is

@@ -80,6 +80,7 @@ class ClusterBuild {
   void add_job_nodes(std::size_t j);
   void install_jobs();
   JobReport job_report(std::size_t j) const;
+  engines::PsJobCounters ps_counters(std::size_t j) const;  // summed over the job's PSs
   JobInterval job_totals(std::size_t j) const;  // since the start
   void run_sampling();
   void write_traces() const;
@@ -260,10 +261,15 @@ void ClusterBuild::run_sampling() {
   }
 }
 
-JobInterval ClusterBuild::job_totals(std::size_t j) const {
+engines::PsJobCounters ClusterBuild::ps_counters(std::size_t j) const {
   engines::PsJobCounters ps;
   for (const auto& name : config_.jobs()[j].parameter_servers)
     if (const auto* c = servers_.at(name)->ps().job_counters(job_id(j))) engines::add_counters(ps, *c);
+  return ps;
+}
+
+JobInterval ClusterBuild::job_totals(std::size_t j) const {
+  const engines::PsJobCounters ps = ps_counters(j);
   return {ps.completed_in_network, ps.completed - ps.completed_in_network,
           control_->switch_counters(job_id(j)).collisions};
 }
@@ -305,8 +311,7 @@ JobReport ClusterBuild::job_report(std::size_t j) const {
   r.switches = control_->switch_counters(id);
   r.static_first = control_->static_first(id);
   r.departed = control_->departed(id);
-  for (const auto& name : config_.jobs()[j].parameter_servers)
-    if (const auto* c = servers_.at(name)->ps().job_counters(id)) engines::add_counters(r.ps, *c);
+  r.ps = ps_counters(j);
   r.results_checked = verifiers_[j]->checked();
   r.mismatches = verifiers_[j]->mismatches();
   const std::uint64_t expected_checks =
