@@ -132,6 +132,9 @@ TEST(ClusterConfig, RingAndPlacementReachTheWorkersAndThePs) {
   EXPECT_NE(set.wire_token(1), defaults.wire_token(1));  // the ring sizes the PS's memory
   EXPECT_THROW(ClusterConfig::parse(std::string(kSwitch) + "aggregators = 8281828\n" + kPs + job),
                std::invalid_argument);  // 8 GiB of registers (found by the config fuzzer)
+  EXPECT_THROW(ClusterConfig::parse(std::string(kSwitch) + "aggregators = 1021027\n" + kPs + job),
+               std::invalid_argument);  // just under 1 GiB: out of memory in the fuzzer
+  EXPECT_NO_THROW(ClusterConfig::parse(std::string(kSwitch) + "aggregators = 262144\n" + kPs + job));
   for (const char* bad : {"ring = 32\n", "ring = 100\n", "placement = \"round-robin\"\n"})
     EXPECT_THROW(ClusterConfig::parse(std::string(kSwitch) + kPs + job + bad),
                  std::invalid_argument)

@@ -157,10 +157,10 @@ SwitchSpec parse_switch(const toml::table& t, const std::string& origin) {
   if (s.threads > 1 && s.address.port == 0) fail(where, "threads > 1 needs a fixed port");
   if (s.aggregators < s.threads && s.policy != engines::Policy::none)
     fail(where, "needs at least one aggregator per thread");
-  // The register arrays are allocated up front: 1 GiB of values is far beyond any switch
+  // The register arrays are allocated up front: 256 MiB of values is far beyond any switch
   // (a Tofino holds a few MB), and a typo must not exhaust the host's memory.
-  if (std::uint64_t{s.aggregators} * s.values_per_aggregator * 4 > (std::uint64_t{1} << 30))
-    fail(where, "aggregators x values_per_aggregator x 4 bytes must be at most 1 GiB");
+  if (std::uint64_t{s.aggregators} * s.values_per_aggregator * 4 > (std::uint64_t{1} << 28))
+    fail(where, "aggregators x values_per_aggregator x 4 bytes must be at most 256 MiB");
   if (std::uint32_t{s.address.port} + s.threads > 65536) fail(where, "ports beyond 65535");
   s.ecn_backlog_bytes = number<std::uint32_t>(t, "ecn_backlog_bytes", s.ecn_backlog_bytes, where);
   s.ecn_receive_backlog_bytes =

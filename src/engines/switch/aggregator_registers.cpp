@@ -11,8 +11,11 @@ AggregatorRegisters::AggregatorRegisters(std::uint32_t size, std::uint16_t value
                                          std::uint8_t passes)
     : owner_(size), claim_epoch_(size), value_count_(size), bitmap_(size), count_(size),
       ecn_(size), wrapped_(size),
-      values_(passes, std::vector<std::int32_t>(std::size_t{size} * values_per_pass)),
-      values_per_pass_(values_per_pass), passes_(passes) {}
+      values_per_pass_(values_per_pass), passes_(passes) {
+  // One array per pass built in place: filling from a prototype would hold two at once.
+  values_.reserve(passes);
+  for (std::uint8_t p = 0; p < passes; ++p) values_.emplace_back(std::size_t{size} * values_per_pass);
+}
 
 // Two conditions, as a Tofino 1 stateful ALU has: claimable (hi <= expired_at_or_before, which
 // holds for free ones: epochs start at 2) and lo == seq.
