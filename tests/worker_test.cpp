@@ -1051,20 +1051,5 @@ TEST_F(LossRecovery, AResendsQuickAnswerRevealsNoLossAmongOlderFragments) {
   EXPECT_EQ(retransmissions(lead.stats()), 1u);
 }
 
-// The least round trip is recent: a queue that builds up raises it within two buckets of
-// samples, or waits measured in it (a deferred gap's, the probe's) would run out before any
-// answer could come, and every worker would resend (120 resends per lost packet on two racks
-// near line rate with an all-time minimum).
-TEST(RttEstimatorTest, TheLeastRoundTripFollowsAQueueThatBuildsUp) {
-  RttEstimator rtt(10 * kMillisecond, 1 * kMillisecond, 80 * kMillisecond);
-  rtt.sample(10 * kMicrosecond);
-  for (unsigned i = 0; i < RttEstimator::kMinRttSamples; ++i) rtt.sample(30 * kMicrosecond);
-  EXPECT_EQ(rtt.min_rtt(), 10 * kMicrosecond);  // still within the window
-  for (unsigned i = 0; i < RttEstimator::kMinRttSamples; ++i) rtt.sample(30 * kMicrosecond);
-  EXPECT_EQ(rtt.min_rtt(), 30 * kMicrosecond);
-  rtt.sample(20 * kMicrosecond);  // a shorter one counts at once
-  EXPECT_EQ(rtt.min_rtt(), 20 * kMicrosecond);
-}
-
 }  // namespace
 }  // namespace atp::engines
