@@ -9,7 +9,6 @@ RttEstimator::RttEstimator(Duration initial_rto, Duration min_rto, Duration max_
 
 void RttEstimator::sample(Duration rtt) {
   rtt = std::max<Duration>(rtt, 1);
-  min_rtt_ = has_sample_ ? std::min(min_rtt_, rtt) : rtt;
   if (!has_sample_) {
     srtt_ = rtt;
     rttvar_ = rtt / 2;

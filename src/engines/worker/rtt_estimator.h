@@ -15,14 +15,11 @@ class RttEstimator {
   Duration rto() const { return rto_; }
   Duration srtt() const { return srtt_; }
   Duration rttvar() const { return rttvar_; }
-  // The least round trip seen: the path's own delay, without waiting for the job's slowest
-  // worker or for another worker's loss to be recovered (which loss makes srtt include).
-  Duration min_rtt() const { return min_rtt_; }
   bool has_sample() const { return has_sample_; }
 
  private:
   Duration min_rto_, max_rto_, rto_;
-  Duration srtt_ = 0, rttvar_ = 0, min_rtt_ = 0;
+  Duration srtt_ = 0, rttvar_ = 0;
   bool has_sample_ = false;
 };
 

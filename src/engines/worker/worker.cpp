@@ -302,7 +302,6 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
     return;
   }
 
-  if (h.is_resend_request()) return resend_on_request(now, h, f, out);
   if (h.has(flag::kFloatRequest)) {
     // The PS met an overflow for this seq and sums floats instead. Already sending floats:
     // a lost float fragment is the retransmission timer's business.
@@ -334,7 +333,7 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
     quant::dequantize_from_wire(values, f.count, config_.scale, dst);
 
   f.acked = true;
-  if (!f.deferred) --in_flight_;  // a deferred fragment left the pipe already
+  --in_flight_;
   release(f);
   last_progress_ = now;
   ++stats_.results;
@@ -375,10 +374,7 @@ void Worker::finish_batch(Time now) {
 //   - g's latest transmission left a quarter round trip or more before `acked` did (RACK's
 //     time rule): answers are not that far out of order, and this also catches a lost resend
 //     long before its timer would. Comparing send times, not ages, keeps a stall that delayed
-//     every fragment alike (a slow worker of the job) from looking like loss. g must also be
-//     that much older than its answer could be (answer_due): a resend's answer needs no wait
-//     for the job's slowest worker and overtakes fragments sent before it that are not lost
-//     (without this check, 11 resends per lost packet at 0.1 % loss on two racks).
+//     every fragment alike (a slow worker of the job) from looking like loss.
 // Only fragments of the same PS shard count: each shard's results take their own path and
 // queue, so one shard's answers overtaking another's say nothing about loss (as each subflow
 // of a multipath transport keeps its own sequence space).
@@ -398,55 +394,14 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
     if (shard_of(u) != shard_of(acked.seq)) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
     if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
-    if (!overtaken && now - g.last_sent < answer_due(g) + reorder_window) continue;
-    if (g.deferred) continue;  // the lead's recovery, or the fallback, sees to it
-    if (g.retransmits == 0 && !leads_recovery(u)) {
-      defer_to_lead(now, g);
-      continue;
-    }
     mark_resend(now, g);
     ++stats_.fast_resends;
     transmit(now, g, true, out);
   }
 }
 
-// Another worker leads this seq's recovery: its resend flushes the switches, and the PS then
-// asks by name for whatever it still lacks (this worker's contribution, if it was the one
-// lost). One lost packet so costs one or two resends instead of one per worker. This worker
-// resends on its own only if neither a result nor a request came within two least round trips
-// (the lead's resend up, the request or result down, with slack); a request naming others
-// extends the wait. Results lost on their way down to a few workers (the lead among those
-// served) are found that way, two round trips later.
-void Worker::defer_to_lead(Time now, Fragment& g) {
-  g.deferred = true;
-  // Out of the pipe until resent, as a lost TCP segment is (RFC 6675): nothing of it is on
-  // the wire, and a hole held in the window for the lead's recovery would stall the job.
-  --in_flight_;
-  release(g);  // the lead's resend flushes the seq from the switches, for every worker alike
-  g.fallback_at = now + (rtt_.has_sample() ? kLeadWaitRoundTrips * rtt_.min_rtt() : rtt_.rto());
-  ++stats_.deferred_gaps;
-  if (!earliest_timer_ || g.fallback_at < *earliest_timer_) earliest_timer_ = g.fallback_at;
-}
-
-// The PS lacks this worker's contribution after a resend flushed the switches (or lacks its
-// whole rack's, and this worker leads the seq there): resend it now, as it was sent.
-void Worker::resend_on_request(Time now, const proto::Header& h, Fragment& f, Outbox& out) {
-  if (h.rack != config_.rack || ((h.workers_bitmap >> config_.rank_in_rack) & 1u) == 0) {
-    // Another worker is asked: the lead's recovery is under way and the PS holds this
-    // worker's part. Its answer and the result take a round trip; wait for those.
-    if (f.deferred)
-      f.fallback_at = std::max(f.fallback_at, now + kLeadWaitRoundTrips * rtt_.min_rtt());
-    return;
-  }
-  mark_resend(now, f);
-  ++stats_.requested_resends;
-  transmit(now, f, true, out);
-}
-
 // A resend flushes whatever the switches hold of the fragment: it no longer holds an aggregator.
 void Worker::mark_resend(Time now, Fragment& f) {
-  if (f.deferred) ++in_flight_;  // back in the pipe
-  f.deferred = false;
   ++f.retransmits;
   f.rtt_ambiguous = true;
   release(f);
@@ -469,16 +424,13 @@ void Worker::retire_finished_tensors() {
   }
 }
 
-// In least round trips, not smoothed ones: under loss a worker's smoothed round trip grows with
-// the time other workers' losses take to recover, and a tail loss probed that late held up the
-// job's next iteration past its workers' timers (5 % loss: 0.41 of lossless with 2 srtt, 0.48
-// with this; docs/simulator.md, "Loss at scale").
 Duration Worker::probe_timeout() const {
-  return std::min(rtt_.rto(), std::max<Duration>(kProbeRoundTrips * rtt_.min_rtt(), 1));
+  return std::min(rtt_.rto(),
+                  std::max<Duration>({2 * rtt_.srtt(), rtt_.srtt() + 4 * rtt_.rttvar(), 1}));
 }
 
 // A loss among the last fragments sent has no later result to reveal it, so only the timer
-// would, at its floor many round trips away. Three round trips after the last result, the newest
+// would, at its floor many round trips away. Two round trips after the last result, the newest
 // unanswered fragment is resent (RACK-TLP, RFC 8985): its answer reveals, by the time rule,
 // every older fragment still missing. Re-armed by every batch of results, so a flowing window
 // is never probed; one probe per silence, then the timers. Armed by results only, not by a
@@ -534,12 +486,6 @@ void Worker::on_timer(Time now, Outbox& out) {
            "unreachable or the job's workers disagree");
       return;
     }
-    if (f.deferred && f.fallback_at <= now) {
-      mark_resend(now, f);
-      ++stats_.fallback_resends;
-      transmit(now, f, true, out);
-      continue;
-    }
     if (f.rto_deadline > now) continue;
     mark_resend(now, f);
     ++f.timeouts;
@@ -567,8 +513,7 @@ std::optional<Time> Worker::fragment_timer() const {
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     const Fragment& f = slot(u);
     if (!f.active || f.acked) continue;
-    Time t = std::min(f.rto_deadline, f.first_sent + config_.deadline);
-    if (f.deferred) t = std::min(t, f.fallback_at);
+    const Time t = std::min(f.rto_deadline, f.first_sent + config_.deadline);
     if (!next || t < *next) next = t;
   }
   earliest_timer_ = next;
