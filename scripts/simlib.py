@@ -13,7 +13,11 @@ except ImportError:
 
 # Per job, what the scripts read from a run's report.
 JOB_FIELDS = ["job", "exact", "steady_gbps", "iterations_per_s", "samples_per_s_per_worker",
-              "start_s", "job_completion_time_s", "fraction_in_network", "collisions"]
+              "start_s", "job_completion_time_s", "fraction_in_network", "collisions",
+              # Loss recovery: every resend by its cause, the PS's requests and its results
+              # sent again for resends that found the seq complete.
+              "retransmissions", "timeouts", "fast_resends", "probes", "fallback_resends",
+              "requested_resends", "resend_requests", "late_results"]
 
 
 def run(atp, base, **overrides):
@@ -36,6 +40,7 @@ def run(atp, base, **overrides):
         "mean_samples_per_s": sum(j["samples_per_s_per_worker"] for j in jobs) / len(jobs),
         "in_network": sum(j["fraction_in_network"] for j in jobs) / len(jobs),
         "retransmissions": report["totals"]["retransmissions"],
+        "packets_lost": report["totals"]["packets_lost"],
         "ps_bytes_in": sum(j["ps_bytes_in"] for j in jobs),
         "jobs": [{k: j[k] for k in JOB_FIELDS} for j in jobs],
         "wall_time_s": report["wall_time_s"],

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "engines/ps/parameter_server.h"
+#include "engines/recovery_lead.h"
 #include "packet_builder.h"
 #include "proto/byte_order.h"
 
@@ -143,7 +144,10 @@ TEST_F(ParameterServerTest, RunsNeverMeetEachOthersState) {
   PacketSpec old = single(0, 1, {1});
   old.flags = flag::kResend;
   send(old);
-  EXPECT_TRUE(sent().empty());
+  for (const auto& p : sent()) {  // at most requests for run 0's missing workers
+    EXPECT_TRUE(header_of(p).is_resend_request());
+    EXPECT_EQ(header_of(p).tensor, old.tensor);
+  }
   PacketSpec old_rest = rack_sum(1, {2});
   send(old_rest);
   PacketSpec old_first = single(0, 0, {3});
@@ -509,6 +513,48 @@ TEST(ParameterServerIsolation, DropsWrongTokensAndStrangers) {
   ps.on_packet(0, p, out, 50);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(header_of(out.packets()[0].bytes).token, 77u);  // results carry it too
+}
+
+// A resend that leaves its seq short: the switches it crossed flushed what they held, so the
+// PS asks exactly the workers it still lacks, each once (engines.md §3.6).
+TEST_F(ParameterServerTest, AResendLeavingItsSeqShortAsksTheMissingWorkersOnce) {
+  send(rack_sum(1, {5}));
+  PacketSpec resend = single(0, 0, {1});
+  resend.flags = flag::kResend;
+  send(resend);
+  auto asked = sent();
+  ASSERT_EQ(asked.size(), 1u);
+  const auto h = header_of(asked[0]);
+  EXPECT_TRUE(h.is_resend_request());
+  EXPECT_EQ(h.rack, 0);
+  EXPECT_EQ(h.workers_bitmap, 0b10u);  // rack 0's worker 1, the one contribution missing
+  EXPECT_EQ(h.rack_fan_in, 2);
+  EXPECT_EQ(h.value_count, 0);
+  send(resend);  // the same resend again: worker 1 was asked already
+  EXPECT_TRUE(sent().empty());
+  EXPECT_EQ(counters().resend_requests, 1u);
+  send(single(0, 1, {2}));  // its answer completes the sum
+  auto results = sent();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(values_of(results[0])[0], 8);
+}
+
+// A rack the PS has nothing of may hold a partial sum in its switch: one worker of it, the
+// seq's lead rank there, is asked, and its resend flushes that sum. A resend without a flag
+// asks nothing: it is no sign that the switches gave up what they held.
+TEST_F(ParameterServerTest, ARackWithNothingHereIsAskedThroughOneWorker) {
+  send(single(0, 0, {1}));
+  EXPECT_TRUE(sent().empty());
+  PacketSpec resend = single(0, 1, {2});
+  resend.flags = flag::kResend;
+  resend.seq = 0;
+  send(resend);
+  auto asked = sent();
+  ASSERT_EQ(asked.size(), 1u);
+  const auto h = header_of(asked[0]);
+  EXPECT_EQ(h.rack, 1);
+  EXPECT_EQ(h.rack_fan_in, 3);
+  EXPECT_EQ(h.workers_bitmap, 1u << lead_rank(0, 2, 3));
 }
 
 }  // namespace

@@ -392,6 +392,20 @@ TEST_F(RackSwitch, FloatRequestFreesTheAggregatorLikeAResult) {
   EXPECT_FALSE(agg().valid());
 }
 
+// A request naming workers passes down while the rack's other contributions may still be in
+// the aggregator: it frees nothing, so the named worker's resend flushes them up with its own.
+TEST_F(RackSwitch, AResendRequestLeavesTheAggregatorAlone) {
+  auto a = make_packet(worker(0, {1}));
+  run(a);
+  PacketSpec r;
+  r.flags = flag::kFloatRequest;
+  r.workers = 0b10;
+  r.values = {};
+  auto p = make_packet(r);
+  EXPECT_EQ(run(p).action, Action::multicast);
+  EXPECT_TRUE(agg().valid());
+}
+
 TEST_F(RackSwitch, FloatFragmentsPassUnaggregated) {
   PacketSpec s = worker(0, {0x3f800000});
   s.flags = flag::kFloatPayload;

@@ -43,6 +43,14 @@ WorkerConfig small_config() {
   return c;
 }
 
+// The same job, seen from the worker that leads `seq`'s recovery (recovery_lead.h): it
+// resends a gap at once, where the others wait for it.
+WorkerConfig leading(WorkerConfig c, std::uint32_t seq) {
+  c.rack = static_cast<std::uint8_t>(lead_rack(seq, c.job_fan_in));
+  c.rank_in_rack = static_cast<std::uint8_t>(lead_rank(seq, c.job_fan_in, c.rack_fan_in));
+  return c;
+}
+
 class WorkerTest : public ::testing::Test {
  protected:
   WorkerTest() : w(small_config()) {}
@@ -342,7 +350,7 @@ TEST_F(WorkerTest, ATimeoutBacksOffOnlyItsOwnFragment) {
 // last result, the newest unanswered fragment is probed, long before the RTO's floor. One probe
 // per silence; then the timers.
 TEST_F(WorkerTest, ATailLossIsProbedAfterTwoRoundTripsNotTheTimeoutsFloor) {
-  WorkerConfig c = small_config();
+  WorkerConfig c = leading(small_config(), 2);
   c.min_rto = 20 * kMillisecond;  // far above the round trips below
   Worker w(c);
   std::vector<float> four(4 * 4, 1.0f), result(4 * 4);
@@ -468,7 +476,7 @@ TEST_F(WorkerTest, LinearPlacementUsesTheLaneItself) {
 
 TEST_F(WorkerTest, GapInResultsTriggersOneFastResend) {
   std::vector<float> big(4 * 6, 1.0f), result(4 * 6);
-  WorkerConfig c = small_config();
+  WorkerConfig c = leading(small_config(), 0);
   c.initial_window = 8;
   Worker wide(c);
   wide.submit(0, big, result, out);
@@ -492,7 +500,7 @@ TEST_F(WorkerTest, GapInResultsTriggersOneFastResend) {
 // but a gap among one shard's own answers still is, once 3 of that shard's later seqs overtook.
 TEST_F(WorkerTest, OnlyAGapWithinOnePsShardTriggersAFastResend) {
   std::vector<float> big(4 * 16, 1.0f), result(4 * 16);
-  WorkerConfig c = small_config();
+  WorkerConfig c = leading(small_config(), 2);
   c.window = c.ring = c.initial_window = 16;
   c.parameter_servers = 2;
   Worker wide(c);
@@ -913,6 +921,182 @@ TEST(WorkerIsolation, IgnoresResultsWithAWrongTokenOrFromStrangers) {
   EXPECT_EQ(w.stats().results, 0u);
   w.on_packet(3, p, out, kSwitch);
   EXPECT_EQ(w.stats().results, 1u);
+}
+
+// Loss recovery at scale (engines.md §3.6): one worker per seq, the lead, resends a gap at once;
+// the others leave it to the lead's recovery, out of the window meanwhile, and resend only if
+// no result came within kLeadWaitRoundTrips least round trips, or when the PS asks them by
+// name.
+class LossRecovery : public WorkerTest {
+ protected:
+  // A request from the PS for `fragment`'s seq, naming `workers` of rack `rack`.
+  std::vector<std::uint8_t> request_for(const std::vector<std::uint8_t>& fragment,
+                                        std::uint8_t rack, std::uint32_t workers) {
+    const auto h = header_of(fragment);
+    PacketSpec r;
+    r.job = h.job;
+    r.tensor = h.tensor;
+    r.seq = h.seq;
+    r.aggregator = h.aggregator;
+    r.flags = flag::kFloatRequest;
+    r.rack = rack;
+    r.rack_fan_in = h.rack_fan_in;
+    r.job_fan_in = h.job_fan_in;
+    r.workers = workers;
+    r.values = {};
+    return make_packet(r);
+  }
+  // Fragments 1..3 answered at 2 ms, not 0: a gap at 0 by the overtaking rule.
+  std::vector<std::vector<std::uint8_t>> gap_at_zero(Worker& w) {
+    w.submit(0, twelve_in, twelve_out, out);
+    auto frags = sent();
+    EXPECT_EQ(frags.size(), 8u);
+    for (int i = 1; i <= 3; ++i) w.on_packet(2 * kMillisecond, result_for(frags[i], 8), out);
+    return frags;
+  }
+  static std::vector<std::vector<std::uint8_t>> resends(std::vector<std::vector<std::uint8_t>> v) {
+    std::erase_if(v, [](const auto& p) { return !header_of(p).has(flag::kResend); });
+    return v;
+  }
+  static std::size_t resends_of_zero(const std::vector<std::vector<std::uint8_t>>& v) {
+    return std::count_if(v.begin(), v.end(), [](const auto& p) {
+      return header_of(p).has(flag::kResend) && header_of(p).seq == 0;
+    });
+  }
+  // A window of 8 from the start, a ring long enough to send past a hole, and timers far off.
+  static WorkerConfig wide_config(WorkerConfig c) {
+    c.initial_window = 8;
+    c.ring = 16;
+    c.min_rto = 50 * kMillisecond;
+    return c;
+  }
+  std::vector<float> twelve_in = std::vector<float>(4 * 12, 1.0f),
+                     twelve_out = std::vector<float>(4 * 12);
+};
+
+TEST_F(LossRecovery, AWorkerThatDoesNotLeadTheSeqWaitsForTheLeadThenFallsBack) {
+  WorkerConfig c = wide_config(small_config());
+  ASSERT_FALSE(c.rack == lead_rack(0, c.job_fan_in) &&
+               c.rank_in_rack == lead_rank(0, c.job_fan_in, c.rack_fan_in));
+  Worker w(c);
+  gap_at_zero(w);
+  auto after_gap = sent();
+  EXPECT_TRUE(resends(after_gap).empty());
+  EXPECT_EQ(w.stats().deferred_gaps, 1u);
+  // Out of the window while it waits: a fourth new fragment leaves in its place.
+  ASSERT_EQ(after_gap.size(), 4u);
+  EXPECT_EQ(header_of(after_gap.back()).seq, 11u);
+  const Time fallback = 2 * kMillisecond + kLeadWaitRoundTrips * w.smoothed_rtt();
+  EXPECT_EQ(*w.next_timer(), fallback);
+  w.on_timer(fallback - 1, out);
+  EXPECT_TRUE(sent().empty());
+  w.on_timer(fallback, out);
+  auto resent = sent();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(header_of(resent[0]).seq, 0u);
+  EXPECT_TRUE(header_of(resent[0]).has(flag::kResend));
+  EXPECT_EQ(w.stats().fallback_resends, 1u);
+  EXPECT_EQ(w.stats().fast_resends, 0u);
+}
+
+TEST_F(LossRecovery, TheLeadResendsAtOnceAndAResultCancelsTheOthersFallback) {
+  Worker lead(wide_config(leading(small_config(), 0)));
+  gap_at_zero(lead);
+  EXPECT_EQ(resends(sent()).size(), 1u);
+  EXPECT_EQ(lead.stats().fast_resends, 1u);
+
+  Worker other(wide_config(small_config()));
+  auto frags = gap_at_zero(other);
+  sent();
+  other.on_packet(3 * kMillisecond, result_for(frags[0], 8), out);  // the lead's recovery
+  other.on_timer(20 * kMillisecond, out);
+  EXPECT_EQ(resends_of_zero(sent()), 0u);
+  EXPECT_EQ(other.stats().fallback_resends, 0u);
+}
+
+TEST_F(LossRecovery, ARequestNamingThisWorkerResendsAtOnceAndOthersAreIgnored) {
+  WorkerConfig c = wide_config(small_config());
+  Worker w(c);
+  auto frags = gap_at_zero(w);
+  sent();
+  const std::uint32_t me = 1u << c.rank_in_rack;
+  w.on_packet(3 * kMillisecond, request_for(frags[0], c.rack, 0b1111 & ~me), out);
+  w.on_packet(3 * kMillisecond, request_for(frags[0], c.rack ^ 1, me), out);  // other rack
+  EXPECT_TRUE(sent().empty());
+  // Others are asked: the lead's recovery is under way, so the fallback waits two round trips
+  // from the request, not from the gap.
+  w.on_timer(2 * kMillisecond + kLeadWaitRoundTrips * 2 * kMillisecond, out);
+  w.on_timer(3 * kMillisecond + kLeadWaitRoundTrips * 2 * kMillisecond - 1, out);
+  EXPECT_EQ(resends_of_zero(sent()), 0u);  // (the silence's probe resends the newest only)
+  w.on_packet(3 * kMillisecond, request_for(frags[0], c.rack, me), out);
+  auto resent = sent();
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(header_of(resent[0]).seq, 0u);
+  EXPECT_TRUE(header_of(resent[0]).has(flag::kResend));
+  EXPECT_FALSE(header_of(resent[0]).has(flag::kFloatPayload));  // as sent: not a float request
+  EXPECT_EQ(w.stats().requested_resends, 1u);
+  // The request took the fallback's place: no second resend when it would have fired.
+  w.on_timer(3 * kMillisecond + kLeadWaitRoundTrips * 2 * kMillisecond, out);
+  EXPECT_EQ(resends_of_zero(sent()), 0u);
+  EXPECT_EQ(w.stats().fallback_resends, 0u);
+}
+
+// The seq's recovery hangs on the lead's one resend: if no result comes within two recovery
+// waits, it is resent again, long before the timer's floor.
+TEST_F(LossRecovery, TheLeadsResendIsCheckedAgainBeforeTheTimer) {
+  Worker lead(wide_config(leading(small_config(), 0)));
+  gap_at_zero(lead);
+  ASSERT_EQ(resends_of_zero(sent()), 1u);
+  const Time recheck = 2 * kMillisecond + 2 * kLeadWaitRoundTrips * lead.smoothed_rtt();
+  lead.on_timer(recheck - 1, out);
+  EXPECT_EQ(resends_of_zero(sent()), 0u);
+  lead.on_timer(recheck, out);
+  EXPECT_EQ(resends_of_zero(sent()), 1u);
+  EXPECT_EQ(lead.stats().fallback_resends, 1u);
+  EXPECT_EQ(lead.stats().timeouts, 0u);  // the timer's floor is 50 ms away
+}
+
+// Below its ceiling the congestion window has cut for queues: a gap left to the lead keeps its
+// place in the window, and nothing new is sent past it.
+TEST_F(LossRecovery, BelowTheCeilingADeferredGapKeepsItsPlaceInTheWindow) {
+  WorkerConfig c = wide_config(small_config());
+  c.initial_window = 6;  // the ceiling is 8
+  Worker w(c);
+  w.submit(0, twelve_in, twelve_out, out);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 6u);
+  // The first answer is marked: the window halves to 3, and 0, 4 and 5 are still out.
+  w.on_packet(2 * kMillisecond, result_for(frags[1], 8, flag::kEcn), out);
+  for (int i = 2; i <= 3; ++i) w.on_packet(2 * kMillisecond, result_for(frags[i], 8), out);
+  ASSERT_EQ(w.stats().deferred_gaps, 1u);
+  ASSERT_LT(w.congestion_window(), 8.0);
+  for (const auto& p : sent()) EXPECT_LT(header_of(p).seq, 6u);  // nothing new past the gap
+}
+
+// A resend's answer needs no wait for the job's slowest worker, so it comes back faster than
+// fragments sent before it. That they are still unanswered then is no sign of their loss.
+TEST_F(LossRecovery, AResendsQuickAnswerRevealsNoLossAmongOlderFragments) {
+  Worker lead(wide_config(leading(small_config(), 0)));
+  auto frags = gap_at_zero(lead);
+  ASSERT_EQ(resends(sent()).size(), 1u);  // 0, at 2 ms; 4 and 5 (sent at 0) still out
+  lead.on_packet(2 * kMillisecond + 200 * kMicrosecond, result_for(frags[0], 8), out);
+  EXPECT_TRUE(resends(sent()).empty());
+  EXPECT_EQ(retransmissions(lead.stats()), 1u);
+}
+
+// The least round trip is recent: a queue that builds up raises it within two buckets of
+// samples, or waits measured in it (a deferred gap's, the probe's) would run out before any
+// answer could come, and every worker would resend (120 resends per lost packet on two racks
+// near line rate with an all-time minimum).
+TEST(RttEstimatorTest, TheLeastRoundTripFollowsAQueueThatBuildsUp) {
+  RttEstimator rtt(10 * kMillisecond, 1 * kMillisecond, 80 * kMillisecond);
+  rtt.sample(10 * kMicrosecond);
+  for (unsigned i = 0; i < RttEstimator::kMinRttSamples; ++i) rtt.sample(30 * kMicrosecond);
+  EXPECT_EQ(rtt.min_rtt(), 10 * kMicrosecond);  // still within the window
+  for (unsigned i = 0; i < RttEstimator::kMinRttSamples; ++i) rtt.sample(30 * kMicrosecond);
+  EXPECT_EQ(rtt.min_rtt(), 30 * kMicrosecond);
+  rtt.sample(20 * kMicrosecond);  // a shorter one counts at once
+  EXPECT_EQ(rtt.min_rtt(), 20 * kMicrosecond);
 }
 
 }  // namespace

@@ -161,6 +161,9 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
                 meta.index = meta.static_first + meta.static_slot;
             }
         }
+        // A resend request (a float request naming workers) frees nothing on its way down:
+        // the aggregator it names may hold a rack's partial sum the PS still needs.
+        if (meta.downward == 1 && meta.workers_zero == 0) { meta.has_index = 0; }
         classify.apply();
     }
 }

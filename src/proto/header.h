@@ -28,7 +28,10 @@ inline constexpr std::uint8_t kCollision = 0x04;     // met another fragment's a
 inline constexpr std::uint8_t kEcn = 0x08;           // congestion experienced on the way
 inline constexpr std::uint8_t kFloatPayload = 0x10;  // payload is float32, not int32
 inline constexpr std::uint8_t kWrapped = 0x20;       // an int32 sum overflowed: values invalid
-inline constexpr std::uint8_t kFloatRequest = 0x40;  // PS -> workers: send floats for this seq
+// PS -> workers: send this seq again. Naming no worker: every worker, as floats (a sum left
+// int32). Naming workers (`workers_bitmap` of rack `rack`): a resend request, for just those
+// workers, whose contributions the PS still lacks after a resend flushed the switches.
+inline constexpr std::uint8_t kFloatRequest = 0x40;
 inline constexpr std::uint8_t kRemap = 0x80;         // result suggests `remap_index` for the slot
 }  // namespace flag
 
@@ -99,6 +102,8 @@ struct Header {
     return has(flag::kResult) || has(flag::kFloatRequest) || kind == Kind::joined;
   }
   std::size_t packet_bytes() const { return kHeaderBytes + std::size_t{value_count} * kValueBytes; }
+  // A float request that names workers asks only them to resend, as they sent (flag::kFloatRequest).
+  bool is_resend_request() const { return has(flag::kFloatRequest) && workers_bitmap != 0; }
 };
 
 enum class DecodeError : std::uint8_t {

@@ -47,6 +47,7 @@ class ContributorSet {
   bool contains(unsigned rack, unsigned worker) const {
     return (racks_[rack] >> worker) & 1u;
   }
+  std::uint32_t workers_of(unsigned rack) const { return racks_[rack]; }
   void clear() { racks_.fill(0); }
 
  private:

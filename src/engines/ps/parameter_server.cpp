@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engines/recovery_lead.h"
 #include "engines/vector_clones.h"
 #include "proto/aggregator_index.h"
 #include "proto/byte_order.h"
@@ -118,6 +119,7 @@ void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, 
   }
   if (took_floats(*job, *e, h, packet, out)) return;
   add_contribution(*job, *e, h, who, packet, out);
+  if (h.has(flag::kResend) && !e->complete) request_missing(*job, *e, out);
 }
 
 // Decode and the tenant checks; the job the packet belongs to, or null (counted).
@@ -295,6 +297,7 @@ ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header
   e.parts = 0;
   e.held.clear();
   e.moved_on.clear();
+  e.asked.clear();
   e.sum.assign(h.value_count, 0);
   e.result.clear();
   return &e;
@@ -423,6 +426,32 @@ void ParameterServer::send_result(Job& job, Entry& e, bool floats, Outbox& out) 
   e.complete = true;
   std::vector<float>().swap(e.floats);  // float mode is rare: give the memory back
   ++job.counters.completed;
+}
+
+// A resend reached the PS and the seq is still short. The resend flushed what the switches on
+// its path held, so a contribution missing now may be lost: ask exactly its workers, once each,
+// rather than wait for every worker of the job to resend (engines.md §3.6). A rack the PS has
+// nothing of may still hold a partial sum in its switch: one of its workers (the seq's lead
+// rank) is asked, and its resend flushes that sum. A lost request is the workers' timers'
+// business, as a lost resend is.
+void ParameterServer::request_missing(Job& job, Entry& e, Outbox& out) {
+  const auto racks = static_cast<std::uint32_t>(job.full_masks.size());
+  for (std::uint32_t r = 0; r < racks; ++r) {
+    const std::uint32_t held = e.held.workers_of(r);
+    const std::uint32_t lead = 1u << lead_rank(e.seq, racks, job.config.workers_per_rack[r]);
+    const std::uint32_t wanted = held == 0 ? lead : job.full_masks[r] & ~held;
+    const std::uint32_t names = wanted & ~e.asked.workers_of(r);
+    if (names == 0) continue;
+    proto::Header h = downward_header(job, e);
+    h.set(flag::kFloatRequest);
+    h.rack = static_cast<std::uint8_t>(r);
+    h.rack_fan_in = job.config.workers_per_rack[r];
+    h.workers_bitmap = names;
+    h.value_count = 0;
+    proto::encode(h, out.add(job.config.downstream, h.packet_bytes()));
+    e.asked.add(ContributorSet::of(h, job.full_masks));
+    ++job.counters.resend_requests;
+  }
 }
 
 void ParameterServer::send_float_request(Job& job, const Entry& e, Outbox& out) {

@@ -53,6 +53,7 @@ struct PsJob {
   X(float_fallbacks, "seqs switched to float32")                                            \
   X(float_requests, "float requests sent to the workers")                                   \
   X(late_results, "results sent again for late packets")                                    \
+  X(resend_requests, "requests naming the workers a resent seq still lacks")                 \
   X(stale, "packets for seqs every worker has moved past")                                  \
   X(collided, "packets that had met a busy aggregator")                                     \
   X(plans, "results naming their slot's next aggregator")                                   \
@@ -105,6 +106,7 @@ class ParameterServer {
     std::uint32_t parts = 0;  // accepted contributions
     ContributorSet held;      // integer contributions summed so far
     ContributorSet moved_on;  // workers that sent seq + ring, so have this result
+    ContributorSet asked;     // workers a resend request named: each is asked once
     std::vector<std::int64_t> sum;
     std::vector<float> floats;  // float mode: one row of K per worker
     std::vector<std::uint8_t> result;
@@ -142,6 +144,7 @@ class ParameterServer {
   // Sends e.result, whose values result_payload() holds, with its header.
   void send_result(Job& job, Entry& e, bool floats, Outbox& out);
   void send_float_request(Job& job, const Entry& e, Outbox& out);
+  void request_missing(Job& job, Entry& e, Outbox& out);
   proto::Header downward_header(const Job& job, const Entry& e) const;
 
   std::unordered_map<std::uint32_t, Job> jobs_;

@@ -209,7 +209,12 @@ SwitchPipeline::PacketClass SwitchPipeline::classify(Metadata& m) const {
   if (h.kind == proto::Kind::join) return PacketClass::join;
   if (h.kind == proto::Kind::joined) return PacketClass::answer;
   m.has_index = aggregator_index(m);
-  if (h.is_downward()) return PacketClass::result;
+  if (h.is_downward()) {
+    // A resend request passes while some contributions are on their way up again: the
+    // aggregator it names may hold a rack's partial sum the PS still needs. It frees nothing.
+    if (h.is_resend_request()) m.has_index = false;
+    return PacketClass::result;
+  }
   // Not ours to aggregate: another level's packet, floats, or no aggregation at all.
   if (h.next_level != config_.level || h.has(flag::kFloatPayload) || config_.policy == Policy::none)
     return PacketClass::pass;

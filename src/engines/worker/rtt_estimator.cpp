@@ -9,6 +9,15 @@ RttEstimator::RttEstimator(Duration initial_rto, Duration min_rto, Duration max_
 
 void RttEstimator::sample(Duration rtt) {
   rtt = std::max<Duration>(rtt, 1);
+  // Two buckets of kMinRttSamples: the minimum spans the last one to two buckets' samples.
+  if (!has_sample_ || samples_in_bucket_ == kMinRttSamples) {
+    previous_bucket_min_ = has_sample_ ? bucket_min_ : rtt;
+    bucket_min_ = rtt;
+    samples_in_bucket_ = 0;
+  }
+  bucket_min_ = std::min(bucket_min_, rtt);
+  ++samples_in_bucket_;
+  min_rtt_ = std::min(bucket_min_, previous_bucket_min_);
   if (!has_sample_) {
     srtt_ = rtt;
     rttvar_ = rtt / 2;

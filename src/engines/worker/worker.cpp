@@ -201,8 +201,14 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
   if (failed() || !run_) return;
   const std::uint32_t allowed = allowed_in_flight();
   const std::uint32_t ring_room = ring_mask_ + 1 - (next_seq_ - base_);
+  // Gaps left to their seq's lead are not on the wire. While the window is at its ceiling
+  // they leave room for new fragments (RFC 6675's pipe): a hole held for the lead's recovery
+  // stalls a job that the window, not a link, bounds. Below the ceiling, the congestion window
+  // has cut for queues, and a fragment sent past it would only queue longer (on real hosts,
+  // 0.6 of the bandwidth at 1 % loss when it counted always: docs/benchmarks.md).
+  const std::uint32_t pipe = in_flight_ - (cwnd_.allowed() >= config_.window ? deferred_ : 0);
   std::uint32_t budget = std::min({end_seq_ - next_seq_, ring_room,
-                                   allowed > in_flight_ ? allowed - in_flight_ : 0u});
+                                   allowed > pipe ? allowed - pipe : 0u});
   if (budget == 0) return;
   if (in_flight_ == 0) last_progress_ = now;
   Tensor* t = sending_ ? sending_ : &tensors_[send_cursor_];
@@ -302,6 +308,7 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
     return;
   }
 
+  if (h.is_resend_request()) return resend_on_request(now, h, f, out);
   if (h.has(flag::kFloatRequest)) {
     // The PS met an overflow for this seq and sums floats instead. Already sending floats:
     // a lost float fragment is the retransmission timer's business.
@@ -334,6 +341,7 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
 
   f.acked = true;
   --in_flight_;
+  if (f.deferred) --deferred_;
   release(f);
   last_progress_ = now;
   ++stats_.results;
@@ -374,7 +382,10 @@ void Worker::finish_batch(Time now) {
 //   - g's latest transmission left a quarter round trip or more before `acked` did (RACK's
 //     time rule): answers are not that far out of order, and this also catches a lost resend
 //     long before its timer would. Comparing send times, not ages, keeps a stall that delayed
-//     every fragment alike (a slow worker of the job) from looking like loss.
+//     every fragment alike (a slow worker of the job) from looking like loss. g must also be
+//     that much older than its answer could be (answer_due): a resend's answer needs no wait
+//     for the job's slowest worker and overtakes fragments sent before it that are not lost
+//     (without this check, 11 resends per lost packet at 0.1 % loss on two racks).
 // Only fragments of the same PS shard count: each shard's results take their own path and
 // queue, so one shard's answers overtaking another's say nothing about loss (as each subflow
 // of a multipath transport keeps its own sequence space).
@@ -394,14 +405,69 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
     if (shard_of(u) != shard_of(acked.seq)) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
     if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
+    if (!overtaken && now - g.last_sent < answer_due(g) + reorder_window) continue;
+    if (g.deferred) continue;  // the lead's recovery, or the fallback, sees to it
+    if (g.retransmits == 0 && !leads_recovery(u)) {
+      defer_to_lead(now, g);
+      continue;
+    }
     mark_resend(now, g);
     ++stats_.fast_resends;
     transmit(now, g, true, out);
+    arm_recheck(now, g);
   }
+}
+
+// Another worker leads this seq's recovery: its resend flushes the switches, and the PS then
+// asks by name for whatever it still lacks (this worker's contribution, if it was the one
+// lost). One lost packet so costs one or two resends instead of one per worker. This worker
+// resends on its own only if neither a result nor a request came within two least round trips
+// (the lead's resend up, the request or result down, with slack); a request naming others
+// extends the wait. Results lost on their way down to a few workers (the lead among those
+// served) are found that way, two round trips later.
+void Worker::defer_to_lead(Time now, Fragment& g) {
+  g.deferred = true;
+  // Its answer will time the lead's recovery, not the path: no round-trip sample from it (as
+  // from a resent fragment). Sampled, it fed the wait back into srtt, and the wait, two srtt,
+  // grew without bound (the contended lossy scenario of cluster_test).
+  g.rtt_ambiguous = true;
+  ++deferred_;  // out of the pipe until resent (fill_window)
+  release(g);  // the lead's resend flushes the seq from the switches, for every worker alike
+  g.fallback_at = now + lead_wait();
+  ++stats_.deferred_gaps;
+  if (!earliest_timer_ || g.fallback_at < *earliest_timer_) earliest_timer_ = g.fallback_at;
+}
+
+// The PS lacks this worker's contribution after a resend flushed the switches (or lacks its
+// whole rack's, and this worker leads the seq there): resend it now, as it was sent.
+void Worker::resend_on_request(Time now, const proto::Header& h, Fragment& f, Outbox& out) {
+  if (h.rack != config_.rack || ((h.workers_bitmap >> config_.rank_in_rack) & 1u) == 0) {
+    // Another worker is asked: the lead's recovery is under way and the PS holds this
+    // worker's part. Its answer and the result take a round trip; wait for those.
+    if (f.deferred)
+      f.fallback_at = std::max(f.fallback_at, now + lead_wait());
+    return;
+  }
+  mark_resend(now, f);
+  ++stats_.requested_resends;
+  transmit(now, f, true, out);
+  arm_recheck(now, f);
+}
+
+// The recovery of a seq now hangs on this one resend (the others wait for it): if it was lost,
+// waiting for the timer would hold the job for its floor (50 ms in the daemons). Checked
+// again once, when two recovery waits passed without a result.
+void Worker::arm_recheck(Time now, Fragment& f) {
+  f.recheck = true;
+  f.fallback_at = now + 2 * lead_wait();
+  if (!earliest_timer_ || f.fallback_at < *earliest_timer_) earliest_timer_ = f.fallback_at;
 }
 
 // A resend flushes whatever the switches hold of the fragment: it no longer holds an aggregator.
 void Worker::mark_resend(Time now, Fragment& f) {
+  if (f.deferred) --deferred_;
+  f.recheck = false;
+  f.deferred = false;
   ++f.retransmits;
   f.rtt_ambiguous = true;
   release(f);
@@ -486,6 +552,12 @@ void Worker::on_timer(Time now, Outbox& out) {
            "unreachable or the job's workers disagree");
       return;
     }
+    if ((f.deferred || f.recheck) && f.fallback_at <= now) {
+      mark_resend(now, f);
+      ++stats_.fallback_resends;
+      transmit(now, f, true, out);
+      continue;
+    }
     if (f.rto_deadline > now) continue;
     mark_resend(now, f);
     ++f.timeouts;
@@ -513,7 +585,8 @@ std::optional<Time> Worker::fragment_timer() const {
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     const Fragment& f = slot(u);
     if (!f.active || f.acked) continue;
-    const Time t = std::min(f.rto_deadline, f.first_sent + config_.deadline);
+    Time t = std::min(f.rto_deadline, f.first_sent + config_.deadline);
+    if (f.deferred || f.recheck) t = std::min(t, f.fallback_at);
     if (!next || t < *next) next = t;
   }
   earliest_timer_ = next;
@@ -540,6 +613,7 @@ std::vector<std::uint32_t> Worker::take_completed() {
 void Worker::fail(std::string message) {
   error_ = std::move(message);
   in_flight_ = 0;
+  deferred_ = 0;
   std::fill(holding_.begin(), holding_.end(), 0u);
 }
 

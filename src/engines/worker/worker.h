@@ -17,6 +17,7 @@
 #include "engines/common.h"
 #include "engines/counters.h"
 #include "engines/home_slice.h"
+#include "engines/recovery_lead.h"
 #include "engines/worker/aggregator_window.h"
 #include "engines/worker/cap_allowance.h"
 #include "engines/worker/congestion_window.h"
@@ -95,6 +96,9 @@ enum class AllreduceStatus { pending, done, failed };
   X(timeouts, "resends after a retransmission timeout")                                     \
   X(fast_resends, "resends after a sequence gap")                                           \
   X(probes, "resends of the newest fragment after two round trips without a result")        \
+  X(deferred_gaps, "gaps left to the seq's recovery lead for a while")                        \
+  X(fallback_resends, "resends of a deferred gap whose result did not come in time")          \
+  X(requested_resends, "resends the PS asked for by name")                                    \
   X(float_fragments, "fragments sent as float32 (overflow or on request)")                  \
   X(results, "results taken")                                                               \
   X(duplicate_results, "results for fragments already done")                                \
@@ -119,9 +123,17 @@ inline constexpr double kAggregatorWindowFloor = 0.5;
 // recovery: the caps yield to the windows until aggregation works again.
 inline constexpr double kCapsYieldAt = 0.5;
 
+// A gap this worker does not lead waits this many smoothed round trips for the lead's recovery
+// to show (a result, or the PS's request for another worker's part: each comes about a round
+// trip after the lead's resend), and as long again after such a request (engines.md §3.6).
+// Smoothed, not least, round trips: on real hosts queues and scheduling make answers much
+// slower than the least round trip, and waits of two least round trips ran out before the
+// lead's recovery could show (docs/benchmarks.md, "Loss on real packets").
+inline constexpr Duration kLeadWaitRoundTrips = 2;
+
 // Every resend, whatever found the loss: a timer, a gap or a tail-loss probe.
 inline std::uint64_t retransmissions(const WorkerStats& s) {
-  return s.timeouts + s.fast_resends + s.probes;
+  return s.timeouts + s.fast_resends + s.probes + s.fallback_resends + s.requested_resends;
 }
 
 // A datagram as it reached the worker. `from`: the sending node (kUnknownNode for a stranger;
@@ -188,13 +200,15 @@ class Worker {
     bool float_mode = false;
     bool rtt_ambiguous = false;  // sent more than once: no RTT sample from it (Karn)
     bool holding = false;  // counted in holding_: may hold an aggregator
+    bool deferred = false;  // a gap left to the seq's recovery lead until fallback_at
+    bool recheck = false;   // resent by the lead or on request: resent again at fallback_at
     std::uint32_t seq = 0;
     Tensor* tensor = nullptr;
     std::size_t offset = 0;
     std::uint16_t count = 0;
     unsigned retransmits = 0;
     unsigned timeouts = 0;
-    Time first_sent = 0, last_sent = 0, rto_deadline = 0;
+    Time first_sent = 0, last_sent = 0, rto_deadline = 0, fallback_at = 0;
   };
 
   // What one batch's results leave for after it. The round-trip sample comes from the most
@@ -253,6 +267,22 @@ class Worker {
     if (acked.rtt_ambiguous || acked.seq != base_) scan_for_gaps(now, acked, out);
   }
   void scan_for_gaps(Time now, const Fragment& acked, Outbox& out);
+  // Whether this worker resends `seq` at once when it finds it missing (recovery_lead.h).
+  bool leads_recovery(std::uint32_t seq) const {
+    return lead_rack(seq, config_.job_fan_in) == config_.rack &&
+           lead_rank(seq, config_.job_fan_in, config_.rack_fan_in) == config_.rank_in_rack;
+  }
+  void defer_to_lead(Time now, Fragment& g);
+  void arm_recheck(Time now, Fragment& f);
+  Duration lead_wait() const {
+    return rtt_.has_sample() ? kLeadWaitRoundTrips * rtt_.srtt() : rtt_.rto();
+  }
+  // How soon after its latest send an answer to g can come: one least round trip, two for a
+  // resend (its answer may wait for a request round).
+  Duration answer_due(const Fragment& g) const {
+    return rtt_.min_rtt() * (g.retransmits > 0 ? 2 : 1);
+  }
+  void resend_on_request(Time now, const proto::Header& h, Fragment& f, Outbox& out);
   inline void advance_base();
   void retire_finished_tensors();
   Duration probe_timeout() const;
@@ -328,6 +358,7 @@ class Worker {
   std::uint32_t next_seq_ = 0;  // next fragment to send for the first time
   std::uint32_t end_seq_ = 0;   // one past the last submitted fragment
   std::uint32_t in_flight_ = 0;
+  std::uint32_t deferred_ = 0;  // of them, gaps left to their seq's lead (defer_to_lead)
   // Per PS shard: fragments in flight never resent, which may hold an aggregator (a resend
   // flushes the switches' state for its seq).
   std::vector<std::uint32_t> holding_;
