@@ -204,8 +204,8 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
   // Gaps left to their seq's lead are not on the wire. While the window is at its ceiling
   // they leave room for new fragments (RFC 6675's pipe): a hole held for the lead's recovery
   // stalls a job that the window, not a link, bounds. Below the ceiling, the congestion window
-  // has cut for queues, and a fragment sent past it would only queue longer (on real hosts,
-  // 0.6 of the bandwidth at 1 % loss when it counted always: docs/benchmarks.md).
+  // has cut for queues, and a fragment sent past it would only queue longer (on real hosts at
+  // 1 % loss, two runs of five fell to a third of the bandwidth when it counted always).
   const std::uint32_t pipe = in_flight_ - (cwnd_.allowed() >= config_.window ? deferred_ : 0);
   std::uint32_t budget = std::min({end_seq_ - next_seq_, ring_room,
                                    allowed > pipe ? allowed - pipe : 0u});
@@ -421,10 +421,10 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
 // Another worker leads this seq's recovery: its resend flushes the switches, and the PS then
 // asks by name for whatever it still lacks (this worker's contribution, if it was the one
 // lost). One lost packet so costs one or two resends instead of one per worker. This worker
-// resends on its own only if neither a result nor a request came within two least round trips
-// (the lead's resend up, the request or result down, with slack); a request naming others
-// extends the wait. Results lost on their way down to a few workers (the lead among those
-// served) are found that way, two round trips later.
+// resends on its own only if neither a result nor a request came within lead_wait() (two
+// smoothed round trips: the lead's resend up, the request or result down); a request naming
+// others extends the wait. Results lost on their way down to a few workers (the lead among
+// those served) are found that way, two round trips later.
 void Worker::defer_to_lead(Time now, Fragment& g) {
   g.deferred = true;
   // Its answer will time the lead's recovery, not the path: no round-trip sample from it (as
