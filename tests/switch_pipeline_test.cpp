@@ -111,6 +111,18 @@ class RackSwitch : public SwitchTest {
     s.values = std::move(values);
     return s;
   }
+  // Worker 0's fragment claims the aggregator; then a float request naming `workers` (none: to
+  // every worker, as floats; some: a resend request) passes down, multicast.
+  void float_request_after_a_claim(std::uint32_t workers) {
+    auto a = make_packet(worker(0, {1}));
+    run(a);
+    PacketSpec r;
+    r.flags = flag::kFloatRequest;
+    r.workers = workers;
+    r.values = {};
+    auto p = make_packet(r);
+    EXPECT_EQ(run(p).action, Action::multicast);
+  }
 };
 
 TEST_F(RackSwitch, FirstFragmentClaimsAndIsAbsorbed) {
@@ -381,28 +393,14 @@ TEST_F(RackSwitch, ResultOfAnotherSeqLeavesTheAggregator) {
 }
 
 TEST_F(RackSwitch, FloatRequestFreesTheAggregatorLikeAResult) {
-  auto a = make_packet(worker(0, {1}));
-  run(a);
-  PacketSpec r;
-  r.flags = flag::kFloatRequest;
-  r.workers = 0;
-  r.values = {};
-  auto p = make_packet(r);
-  EXPECT_EQ(run(p).action, Action::multicast);
+  float_request_after_a_claim(0);
   EXPECT_FALSE(agg().valid());
 }
 
 // A request naming workers passes down while the rack's other contributions may still be in
 // the aggregator: it frees nothing, so the named worker's resend flushes them up with its own.
 TEST_F(RackSwitch, AResendRequestLeavesTheAggregatorAlone) {
-  auto a = make_packet(worker(0, {1}));
-  run(a);
-  PacketSpec r;
-  r.flags = flag::kFloatRequest;
-  r.workers = 0b10;
-  r.values = {};
-  auto p = make_packet(r);
-  EXPECT_EQ(run(p).action, Action::multicast);
+  float_request_after_a_claim(0b10);
   EXPECT_TRUE(agg().valid());
 }
 

@@ -64,17 +64,22 @@ class WorkerTest : public ::testing::Test {
     out.clear();
     return v;
   }
-  // The PS's answer for a fragment: `sum` ints per value (already the job's total).
-  std::vector<std::uint8_t> result_for(const std::vector<std::uint8_t>& fragment,
-                                       std::int32_t sum, std::uint8_t extra_flags = 0) {
-    const auto h = header_of(fragment);
+  // A downward packet from the PS for `fragment`'s seq: its job, tensor, seq and aggregator.
+  static PacketSpec downward_for(const proto::Header& h) {
     PacketSpec r;
     r.job = h.job;
     r.tensor = h.tensor;
     r.seq = h.seq;
     r.aggregator = h.aggregator;
-    r.flags = flag::kResult | extra_flags;
     r.workers = 0;
+    return r;
+  }
+  // The PS's answer for a fragment: `sum` ints per value (already the job's total).
+  std::vector<std::uint8_t> result_for(const std::vector<std::uint8_t>& fragment,
+                                       std::int32_t sum, std::uint8_t extra_flags = 0) {
+    const auto h = header_of(fragment);
+    PacketSpec r = downward_for(h);
+    r.flags = flag::kResult | extra_flags;
     r.values.assign(h.value_count, sum);
     return make_packet(r);
   }
@@ -924,20 +929,16 @@ TEST(WorkerIsolation, IgnoresResultsWithAWrongTokenOrFromStrangers) {
 }
 
 // Loss recovery at scale (engines.md §3.6): one worker per seq, the lead, resends a gap at once;
-// the others leave it to the lead's recovery, out of the window meanwhile, and resend only if
-// no result came within kLeadWaitRoundTrips least round trips, or when the PS asks them by
-// name.
+// the others leave it to the lead's recovery, and resend only if neither a result nor a
+// request came within lead_wait() (kLeadWaitRoundTrips smoothed round trips), or at once when
+// the PS asks them by name.
 class LossRecovery : public WorkerTest {
  protected:
   // A request from the PS for `fragment`'s seq, naming `workers` of rack `rack`.
   std::vector<std::uint8_t> request_for(const std::vector<std::uint8_t>& fragment,
                                         std::uint8_t rack, std::uint32_t workers) {
     const auto h = header_of(fragment);
-    PacketSpec r;
-    r.job = h.job;
-    r.tensor = h.tensor;
-    r.seq = h.seq;
-    r.aggregator = h.aggregator;
+    PacketSpec r = downward_for(h);
     r.flags = flag::kFloatRequest;
     r.rack = rack;
     r.rack_fan_in = h.rack_fan_in;

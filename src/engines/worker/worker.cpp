@@ -275,7 +275,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   // Each fragment backs off its own timer: random loss is not a wrong round-trip estimate.
   f.rto_deadline = now + std::min(config_.max_rto, rtt_.rto() << std::min(f.timeouts, 6u));
   const Time due = std::min(f.rto_deadline, f.first_sent + config_.deadline);
-  if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
+  note_timer(due);
 }
 
 void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out) {
@@ -408,8 +408,9 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
     if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
     if (shard_of(u) != shard_of(acked.seq)) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
-    if (!overtaken && acked.last_sent - g.last_sent < reorder_window) continue;
-    if (!overtaken && now - g.last_sent < answer_due(g) + reorder_window) continue;
+    if (!overtaken && (acked.last_sent - g.last_sent < reorder_window ||
+                       now - g.last_sent < answer_due(g) + reorder_window))
+      continue;
     if (g.deferred) continue;  // the lead's recovery, or the fallback, sees to it
     if (g.retransmits == 0 && !leads_recovery(u)) {
       defer_to_lead(now, g);
@@ -439,7 +440,7 @@ void Worker::defer_to_lead(Time now, Fragment& g) {
   release(g);  // the lead's resend flushes the seq from the switches, for every worker alike
   g.fallback_at = now + lead_wait();
   ++stats_.deferred_gaps;
-  if (!earliest_timer_ || g.fallback_at < *earliest_timer_) earliest_timer_ = g.fallback_at;
+  note_timer(g.fallback_at);
 }
 
 // The PS lacks this worker's contribution after a resend flushed the switches (or lacks its
@@ -464,7 +465,7 @@ void Worker::resend_on_request(Time now, const proto::Header& h, Fragment& f, Ou
 void Worker::arm_recheck(Time now, Fragment& f) {
   f.recheck = true;
   f.fallback_at = now + 2 * lead_wait();
-  if (!earliest_timer_ || f.fallback_at < *earliest_timer_) earliest_timer_ = f.fallback_at;
+  note_timer(f.fallback_at);
 }
 
 // A resend flushes whatever the switches hold of the fragment: it no longer holds an aggregator.

@@ -289,6 +289,10 @@ class Worker {
   void arm_probe(Time now);
   void send_probe(Time now, Outbox& out);
   std::optional<Time> fragment_timer() const;  // the fragments' earliest timer
+  // A fragment timer now due at `due`: the cached earliest timer keeps the sooner.
+  void note_timer(Time due) {
+    if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
+  }
   void fail(std::string message);
   Fragment& slot(std::uint32_t seq) { return ring_[seq & ring_mask_]; }
   const Fragment& slot(std::uint32_t seq) const { return ring_[seq & ring_mask_]; }
