@@ -8,8 +8,9 @@ Usage: scripts/sharing-timeline.py [--out docs/figures] [--atp build/bin/atp] [-
 64, K = 256) share a pool of 64 aggregators (a third of what static needs); each job runs 8
 iterations of 4 MiB with 3 ms compute phases, and arrives 30 ms after the one before it, so
 the first job is alone for a while, then shares, and the last is alone again at the end.
-Variants: static slices, ATP's default (planned placement), the paper's hashed lanes, and
-planned placement with --borrow-aggregators. Writes <out>/sharing-timeline.json (every run
+Variants: static slices, ATP's default (planned placement, absent jobs' homes lent to the
+present ones), the same with every job kept to its own home (--keep-homes), the paper's hashed
+lanes, and planned placement with --borrow-aggregators. Writes <out>/sharing-timeline.json (every run
 with its series) and <out>/sharing-timeline.png, and prints each job's throughput.
 """
 import argparse
@@ -24,7 +25,8 @@ BASE = {
 }
 VARIANTS = {
     "static slices": {"policy": "static"},
-    "atp (default: planned)": {},
+    "atp (default: planned, homes lent)": {},
+    "atp, homes kept (--keep-homes)": {"keep-homes": ""},
     "atp, hashed lanes (paper)": {"placement": "hash"},
     "atp + borrow": {"borrow-aggregators": ""},
 }

@@ -8,6 +8,7 @@
 
 #include <thread>
 
+#include "control/home_lending.h"
 #include "control/slice_allocator.h"
 #include "daemons/control_requests.h"
 #include "daemons/ps_daemon.h"
@@ -15,7 +16,43 @@
 #include "proto/header.h"
 
 namespace atp::control {
+
+// Found by argument lookup, so in Slice's own namespace.
+bool operator==(const Slice& a, const Slice& b) { return a.first == b.first && a.count == b.count; }
+std::ostream& operator<<(std::ostream& o, const Slice& s) {
+  return o << "[" << s.first << ", +" << s.count << ")";
+}
+
 namespace {
+
+// An absent job's home goes to the present home just below it, or with none below, just
+// above; every present job keeps at least its own, and no two present homes overlap.
+TEST(HomeLending, AnAbsentJobsHomeJoinsThePresentHomeNextToIt) {
+  const std::vector<Slice> homes{{0, 21}, {21, 21}, {42, 21}};
+  using V = std::vector<Slice>;
+  EXPECT_EQ(lend_idle_homes(homes, {true, true, true}), homes);  // all busy: static's packing
+  EXPECT_EQ(lend_idle_homes(homes, {true, false, false}), (V{{0, 63}, {21, 21}, {42, 21}}));
+  EXPECT_EQ(lend_idle_homes(homes, {true, true, false}), (V{{0, 21}, {21, 42}, {42, 21}}));
+  EXPECT_EQ(lend_idle_homes(homes, {false, true, true}), (V{{0, 21}, {0, 42}, {42, 21}}));
+  EXPECT_EQ(lend_idle_homes(homes, {false, false, true}), (V{{0, 21}, {21, 21}, {0, 63}}));
+  EXPECT_EQ(lend_idle_homes(homes, {true, false, true}), (V{{0, 42}, {21, 21}, {42, 21}}));
+  EXPECT_EQ(lend_idle_homes(homes, {false, false, false}), homes);  // nobody to lend to
+}
+
+// Homes handed out by another rule (the controller's, where jobs outnumber blocks) may
+// overlap: a slice that overlaps a present job's own home, or one already lent, is lent to
+// nobody, so lending never puts two present jobs on one aggregator.
+TEST(HomeLending, NeverLendsWhatAPresentJobHoldsOrWhatIsLentAlready) {
+  using V = std::vector<Slice>;
+  const V overlapping{{0, 16}, {8, 16}, {24, 8}};
+  EXPECT_EQ(lend_idle_homes(overlapping, {true, false, true}),
+            (V{{0, 16}, {8, 16}, {24, 8}}));  // job 1's home overlaps job 0's
+  const V twice{{0, 8}, {8, 8}, {8, 8}};
+  EXPECT_EQ(lend_idle_homes(twice, {true, false, false}), (V{{0, 16}, {8, 8}, {8, 8}}));
+  const V with_gap{{0, 8}, {16, 8}};  // not next to each other: nothing to join
+  EXPECT_EQ(lend_idle_homes(with_gap, {true, false}), with_gap);
+  EXPECT_THROW(lend_idle_homes(with_gap, {true}), std::invalid_argument);
+}
 
 TEST(SliceAllocator, HandsOutFreeRunsFirstFitAndNeverOverlaps) {
   SliceAllocator a(64);

@@ -94,6 +94,28 @@ TEST(AggregatorPlanner, ALostPlanIsTheHomesTurn) {
   }
 }
 
+// A home lent more of the pool (control/home_lending.h): plans from then on take the grown
+// home's turns with the cap it holds, at most the window; given back, they keep to the own home.
+TEST(AggregatorPlanner, PlansFollowAHomeTheControlPlaneGrowsAndShrinks) {
+  AggregatorPlanner planner({64, 21, 21, 64, 128, 1, 0, false});
+  Time now = 0;
+  std::uint32_t seq = 0;
+  auto plan_round = [&](std::uint32_t first, std::uint32_t count, std::uint32_t cap) {
+    for (std::uint32_t end = seq + 128; seq < end; ++seq) {
+      const LanePlan p = planner.on_result(now += 1000, seq, 21 + seq % 21, false).next;
+      EXPECT_EQ(p.aggregator, first + (seq + 128) % count) << seq;
+      EXPECT_EQ(p.in_flight_cap, cap) << seq;
+    }
+  };
+  plan_round(21, 21, 21);
+  planner.set_home({0, 63, 1});  // alone: the others' homes lent
+  plan_round(0, 63, 63);
+  planner.set_home({0, 128, 1});  // past the pool: cut to it, and the cap to the window
+  plan_round(0, 64, 64);
+  planner.set_home({21, 21, 1});  // the others are back
+  plan_round(21, 21, 21);
+}
+
 TEST(AggregatorPlanner, ABorrowingShardKeepsItsOwnSeqsApartToo) {
   for (std::uint32_t shard = 0; shard < 2; ++shard) {
     std::mt19937 rng(11 + shard);

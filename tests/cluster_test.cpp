@@ -82,11 +82,27 @@ TEST(Cluster, ThreeJobsShareEightAggregatorsExactlyWithCollisions) {
   EXPECT_GT(collisions, 0u);
 }
 
+// Every upward fragment a run sends, in order: (job, aggregator % pool, seq).
+struct Named {
+  std::uint32_t job = 0, aggregator = 0, seq = 0;
+};
+ClusterReport run_naming(const Scenario& s, std::vector<Named>& named) {
+  return run(s, [&](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
+    proto::Header h;
+    if (proto::decode(bytes, h) == proto::DecodeError::ok && h.kind == proto::Kind::fragment &&
+        !h.is_downward())
+      named.push_back({h.job, h.aggregator % s.aggregators, h.seq});
+    return false;  // watch, never drop
+  });
+}
+
 // The planned placement's promise (aggregator_planner.h, cap_allowance.h): each job keeps to
-// its home slice, so no job's fragment ever names an aggregator another job uses, whether the
-// pool holds every job's window or only a slice of it, with one PS per job or sharded ones, at
-// one level or two. Within its home a job meets only its own seqs (past its cap, within the
-// allowance), which costs that job alone; most of its fragments still aggregate in the network.
+// its home slice while the others are there, so no job's fragment ever names an aggregator
+// another job is using, whether the pool holds every job's window or only a slice of it, with
+// one PS per job or sharded ones, at one level or two. A job that finishes lends its home to
+// the one next to it (control/home_lending.h): only after its last fragment. Within its home
+// a job meets only its own seqs (past its cap, within the allowance), which costs that job
+// alone; most of its fragments still aggregate in the network.
 TEST(Cluster, PlannedJobsKeepToTheirHomesAndNeverMeetAnother) {
   for (std::uint32_t pool : {8u, 24u, 96u})
     for (std::uint32_t servers : {1u, 4u})
@@ -98,29 +114,79 @@ TEST(Cluster, PlannedJobsKeepToTheirHomesAndNeverMeetAnother) {
         s.parameter_servers = servers;
         s.compute_us = 200;  // the jobs' iterations interleave
         s.iterations = 3;
-        std::map<std::uint32_t, std::set<std::uint32_t>> named;  // job -> aggregators
-        const auto r = run(s, [&](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
-          proto::Header h;
-          if (proto::decode(bytes, h) == proto::DecodeError::ok &&
-              h.kind == proto::Kind::fragment && !h.is_downward())
-            named[h.job].insert(h.aggregator % pool);
-          return false;  // watch, never drop
-        });
-        ASSERT_EQ(named.size(), 3u);
-        for (auto a = named.begin(); a != named.end(); ++a) {
-          EXPECT_LE(a->second.size(), (pool + 2) / 3) << s.command_line();
-          for (auto b = std::next(a); b != named.end(); ++b)
-            for (std::uint32_t i : a->second)
-              EXPECT_FALSE(b->second.count(i))
-                  << "jobs " << a->first << " and " << b->first << " both use aggregator " << i
-                  << ": " << s.command_line();
+        std::vector<Named> named;
+        const auto r = run_naming(s, named);
+        // Each job's uses of each aggregator, as the first and last fragment naming it.
+        std::map<std::uint32_t, std::map<std::uint32_t, std::pair<std::size_t, std::size_t>>> uses;
+        std::map<std::uint32_t, std::size_t> last_fragment;
+        for (std::size_t n = 0; n < named.size(); ++n) {
+          auto [it, fresh] = uses[named[n].job].try_emplace(named[n].aggregator, n, n);
+          it->second.second = n;
+          last_fragment[named[n].job] = n;
         }
+        ASSERT_EQ(uses.size(), 3u);
+        std::size_t first_departure = named.size();
+        for (const auto& [job, n] : last_fragment) first_departure = std::min(first_departure, n);
+        std::map<std::uint32_t, std::set<std::uint32_t>> while_all_there;
+        for (std::size_t n = 0; n < first_departure; ++n)
+          while_all_there[named[n].job].insert(named[n].aggregator);
+        for (const auto& [job, aggregators] : while_all_there)
+          EXPECT_LE(aggregators.size(), (pool + 2) / 3) << s.command_line();
+        for (auto a = uses.begin(); a != uses.end(); ++a)
+          for (auto b = std::next(a); b != uses.end(); ++b)
+            for (const auto& [i, span_a] : a->second) {
+              auto it = b->second.find(i);
+              if (it == b->second.end()) continue;
+              const bool apart = span_a.second < it->second.first || it->second.second < span_a.first;
+              EXPECT_TRUE(apart) << "jobs " << a->first << " and " << b->first
+                                 << " use aggregator " << i << " at once: " << s.command_line();
+            }
         for (const auto& j : r.jobs) {
           EXPECT_TRUE(j.exact);
           EXPECT_EQ(j.workers.timeouts, 0u) << s.command_line();
           EXPECT_GE(j.fraction_in_network, 0.75) << s.command_line();
         }
       }
+}
+
+// A job alone runs on the homes of the jobs not there yet (control/home_lending.h), and gives
+// them back when they arrive: its plans then keep to its home, and what it had planned on the
+// lent slice before (two windows of seqs at most) is all that still lands there. With
+// --keep-homes it stays on its own home throughout.
+TEST(Cluster, AJobAloneRunsOnTheAbsentJobsHomeAndGivesItBackWhenItArrives) {
+  Scenario s = small();
+  s.jobs = 2;
+  s.aggregators = 64;  // homes [0, 32) and [32, 64)
+  s.iterations = 6;
+  s.arrival_gap_us = 1500;  // job 1 is alone for a while
+  s.compute_us = 100;
+  for (bool keep : {false, true}) {
+    s.keep_homes = keep;
+    std::vector<Named> named;
+    const auto r = run_naming(s, named);
+    const std::uint32_t first_job = r.jobs[0].job;
+    std::size_t arrival = named.size();
+    for (std::size_t n = 0; n < named.size() && arrival == named.size(); ++n)
+      if (named[n].job != first_job) arrival = n;
+    ASSERT_LT(arrival, named.size()) << s.command_line();
+    std::uint32_t lent_before = 0, highest_seq_before = 0;
+    std::set<std::uint32_t> lent_seqs_after;
+    for (std::size_t n = 0; n < named.size(); ++n) {
+      if (named[n].job != first_job) continue;
+      if (n < arrival) highest_seq_before = std::max(highest_seq_before, named[n].seq);
+      if (named[n].aggregator < 32) continue;
+      if (n < arrival) ++lent_before;
+      else lent_seqs_after.insert(named[n].seq);
+    }
+    if (keep) {
+      EXPECT_EQ(lent_before + lent_seqs_after.size(), 0u) << s.command_line();
+      continue;
+    }
+    EXPECT_GT(lent_before, 0u) << s.command_line();
+    // Plans reach two windows ahead; a window more were in flight.
+    for (std::uint32_t seq : lent_seqs_after)
+      EXPECT_LE(seq, highest_seq_before + 3 * s.window) << s.command_line();
+  }
 }
 
 // The series (atp sim --series-ms) splits each job's aggregations into intervals without

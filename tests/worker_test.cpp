@@ -682,6 +682,39 @@ TEST_F(WorkerTest, RemapMovesTheSlotsNextFragment) {
   EXPECT_EQ(header_of(next[0]).aggregator, 4242u);
 }
 
+// A home lent before the first send (control/home_lending.h) moves the first lanes, which every
+// worker of the job computes alike, and their cap.
+TEST_F(WorkerTest, AHomeLentBeforeTheFirstSendMovesTheFirstLanes) {
+  WorkerConfig c = small_config();
+  c.initial_window = 8;
+  c.home = HomeSlice{100, 4, 1};
+  Worker lent(c);
+  lent.set_home(HomeSlice{96, 8, 1});
+  const auto frags = send_eight_of_nine(lent);  // cap 8: the own home's 4 would hold 4 back
+  ASSERT_EQ(frags.size(), 8u);
+  for (std::uint32_t i = 0; i < 8; ++i) EXPECT_EQ(header_of(frags[i]).aggregator, 96 + i);
+}
+
+// Once fragments are out, the first lanes stand (other workers may have used them already);
+// a seq whose plan never came takes the new home's turn, as the PS now plans.
+TEST_F(WorkerTest, AHomeLentAfterTheFirstSendMovesOnlyWhatALostPlanFallsBackOn) {
+  WorkerConfig c = small_config();
+  c.home = HomeSlice{100, 4, 1};
+  Worker lent(c);
+  lent.submit(0, nine_in, nine_out, out);
+  const auto first = sent();
+  ASSERT_EQ(first.size(), 4u);  // the home's cap
+  lent.set_home(HomeSlice{96, 8, 1});
+  Time now = 10;
+  for (const auto& f : first) lent.on_packet(now++, result_for(f, 8), out);  // no plans
+  std::map<std::uint32_t, std::uint32_t> aggregator_of;
+  for (const auto& f : sent()) aggregator_of[header_of(f).seq] = header_of(f).aggregator;
+  ASSERT_TRUE(aggregator_of.count(4));
+  for (const auto& [seq, aggregator] : aggregator_of)
+    EXPECT_EQ(aggregator, seq < 8 ? 100 + seq % 4 : 96 + seq % 8) << seq;
+  EXPECT_EQ(aggregator_of.count(8), 1u);
+}
+
 // A plan's cap holds its seq back until fewer fragments than the cap may hold aggregators:
 // then its aggregator is free of the job's own earlier seqs (aggregator_planner.h).
 TEST_F(WorkerTest, APlansCapHoldsItsSeqUntilThatFewAreOut) {

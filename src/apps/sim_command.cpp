@@ -73,6 +73,10 @@ void add_sim_command(CLI::App& app) {
                "With planned placement, the PSs also plan seqs on other jobs' home aggregators "
                "while those look idle, backing off when they turn out busy (measured at "
                "0.97-1.18 of the default: docs/sharing.md)");
+  cmd->add_flag("--keep-homes", s.keep_homes,
+               "With planned placement, every job keeps to its own home slice even while "
+               "another job is absent (by default an absent job's home is lent to the present "
+               "job next to it: docs/sharing.md)");
   cmd->add_flag("--aggregator-window", s.aggregator_window,
                "Workers also keep an A2TP-style aggregator window: halved by results whose seq "
                "met a busy aggregator, never above the congestion window");

@@ -142,6 +142,9 @@ class ClusterConfig {
   // partitioning cuts it: its static slice, and under the other policies its PS's home for
   // the aggregator plan.
   Slice home_slice(const std::string& name, std::uint32_t id) const;
+  // The home the job's PSs and workers plan on (its slice of the largest pool among its
+  // racks' switches) and the shards planning it apart; `pool`, if given, gets that pool.
+  engines::HomeSlice home_of(const JobConfig& job, std::uint32_t* pool = nullptr) const;
   // What to install on parameter server `name`.
   std::vector<engines::PsJob> server_jobs(const std::string& name,
                                           runtime::AddressBook& book) const;
@@ -162,7 +165,6 @@ class ClusterConfig {
     std::vector<std::uint8_t> rack_of, rank_in_rack;  // per job rank
   };
   Placement placement(const JobConfig& job) const;
-  engines::HomeSlice home_of(const JobConfig& job, std::uint32_t* pool = nullptr) const;
   void validate(const std::string& origin) const;
   void validate_static_slices(const std::string& origin) const;
   const SwitchSpec* spine_of(const JobConfig& job) const;

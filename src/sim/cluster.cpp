@@ -79,6 +79,8 @@ class ClusterBuild {
   void add_server(const std::string& name, const std::string& top_switch);
   void add_job_nodes(std::size_t j);
   void install_jobs();
+  std::optional<engines::HomeSlice> lendable_home(std::size_t j) const;
+  void rehome(std::uint32_t job, const engines::HomeSlice& home);
   JobReport job_report(std::size_t j) const;
   engines::PsJobCounters ps_counters(std::size_t j) const;  // summed over the job's PSs
   JobInterval job_totals(std::size_t j) const;  // since the start
@@ -223,7 +225,12 @@ void ClusterBuild::add_job_nodes(std::size_t j) {
 // plane's plan for each job's arrival. Each switch's entries are derived once, for all jobs.
 void ClusterBuild::install_jobs() {
   for (std::size_t j = 0; j < spec_.jobs.size(); ++j)
-    control_->plan(job_id(j), {spec_.jobs[j].plan.start, {}, workers_[j].size()});
+    control_->plan(job_id(j),
+                   {spec_.jobs[j].plan.start, {}, workers_[j].size(), lendable_home(j)});
+  if (spec_.lend_idle_homes)
+    control_->on_rehome([this](std::uint32_t job, const engines::HomeSlice& home) {
+      rehome(job, home);
+    });
   for (const auto& [name, sw] : switches_)
     for (const engines::SwitchJob& entry : config_.switch_jobs(name, book_))
       control_->add_entry(entry.job, sw.second, entry);
@@ -232,6 +239,30 @@ void ClusterBuild::install_jobs() {
       entry.first_run = static_cast<std::uint16_t>(entry.token >> 16);  // a launch's draw
       server->ps().add_job(entry);
     }
+}
+
+// A job's home, if it plans on one that lending may grow: planned placement of an ATP job
+// whose every switch aggregates by the aggregator its fragments name.
+std::optional<engines::HomeSlice> ClusterBuild::lendable_home(std::size_t j) const {
+  const JobSpec& job = spec_.jobs[j];
+  if (job.collective != CollectiveKind::atp || job.placement != engines::Placement::planned)
+    return std::nullopt;
+  for (const auto& [name, sw] : switches_)
+    if (sw.second->pipeline().config().policy == engines::Policy::static_partition)
+      return std::nullopt;
+  const engines::HomeSlice home = config_.home_of(config_.jobs()[j]);
+  if (home.count == 0) return std::nullopt;
+  return home;
+}
+
+// What the controller would send the job's PSs and workers.
+void ClusterBuild::rehome(std::uint32_t job, const engines::HomeSlice& home) {
+  for (std::size_t j = 0; j < spec_.jobs.size(); ++j) {
+    if (job_id(j) != job) continue;
+    for (const auto& name : config_.jobs()[j].parameter_servers)
+      servers_.at(name)->ps().set_home(job, home);
+    for (TrainingWorkerNode* w : workers_[j]) w->collective().set_home(home);
+  }
 }
 
 void ClusterBuild::run() {

@@ -46,6 +46,9 @@ struct ClusterSpec {
   // false: the PS rack's switch forwards without aggregating (rack-level aggregation only).
   bool spine_aggregates = true;
   std::uint8_t parameter_servers = 1;
+  // Under planned placement on ATP switches, the control plane lends an absent job's home to
+  // a present job next to it (control/home_lending.h); false: every job keeps its own.
+  bool lend_idle_homes = true;
   LinkSpec host_link;  // worker <-> rack switch, PS <-> PS-rack switch
   // The link of the first job's first worker, when it differs (the paper's loss experiment:
   // one worker drops its own packets).

@@ -29,6 +29,8 @@ class Collective {
   virtual std::vector<std::uint32_t> take_completed() = 0;
   virtual std::string error() const = 0;  // empty while all is well
   virtual engines::WorkerStats stats() const = 0;
+  // The control plane lent the job more of the pool or took it back (ATP only).
+  virtual void set_home(const engines::HomeSlice&) {}
 };
 
 class AtpCollective : public Collective {
@@ -47,6 +49,7 @@ class AtpCollective : public Collective {
   std::vector<std::uint32_t> take_completed() override { return worker_.take_completed(); }
   std::string error() const override { return worker_.error(); }
   engines::WorkerStats stats() const override { return worker_.stats(); }
+  void set_home(const engines::HomeSlice& home) override { worker_.set_home(home); }
 
  private:
   engines::Worker worker_;

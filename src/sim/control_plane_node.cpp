@@ -1,5 +1,7 @@
 #include "sim/control_plane_node.h"
 
+#include "control/home_lending.h"
+
 namespace atp::sim {
 
 void ControlPlaneNode::start(Simulator& sim, NodeId self) {
@@ -10,11 +12,17 @@ void ControlPlaneNode::start(Simulator& sim, NodeId self) {
 // Installs every job whose time has come, then waits for the next arrival.
 void ControlPlaneNode::timer(Simulator& sim) {
   std::optional<Time> next;
+  bool arrivals = false;
   for (auto& [id, job] : jobs_) {
     if (job.arrived) continue;
-    if (job.plan.arrival <= sim.now()) arrive(id, job);
-    else if (!next || job.plan.arrival < *next) next = job.plan.arrival;
+    if (job.plan.arrival <= sim.now()) {
+      arrive(id, job);
+      arrivals = true;
+    } else if (!next || job.plan.arrival < *next) {
+      next = job.plan.arrival;
+    }
   }
+  if (arrivals) lend_homes();
   if (next) sim.arm_timer(self_, *next);
 }
 
@@ -44,6 +52,34 @@ void ControlPlaneNode::depart(std::uint32_t id, Job& job) {
   for (auto& [sw, entry] : job.plan.entries) {
     sw->remove_job(id);
     if (auto it = slices_.find(sw); it != slices_.end()) it->second.release(id);
+  }
+  lend_homes();
+}
+
+// Each present job's home, grown over the absent homes next to it; a job told only when its
+// home changes.
+void ControlPlaneNode::lend_homes() {
+  if (!rehome_) return;
+  std::vector<std::uint32_t> ids;
+  std::vector<control::Slice> homes;
+  std::vector<bool> present;
+  for (const auto& [id, job] : jobs_)
+    if (job.plan.home) {
+      ids.push_back(id);
+      homes.push_back({job.plan.home->first, job.plan.home->count});
+      present.push_back(job.arrived && !job.departed);
+    }
+  const std::vector<control::Slice> now = control::lend_idle_homes(homes, present);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    Job& job = jobs_.at(ids[i]);
+    if (!present[i]) continue;
+    engines::HomeSlice home = *job.plan.home;
+    home.first = now[i].first;
+    home.count = now[i].count;
+    const engines::HomeSlice before = job.home_now.value_or(*job.plan.home);
+    if (home.first == before.first && home.count == before.count) continue;
+    job.home_now = home;
+    rehome_(ids[i], home);
   }
 }
 

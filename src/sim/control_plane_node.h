@@ -4,11 +4,17 @@
 // they do under `atp ctl`. Under the static policy each switch's slices come from a
 // SliceAllocator, the one the switch daemon uses: a job arriving later gets aggregators no
 // running job holds (where a departed job's were), or none (then the PS does its work).
+// Under planned placement it lends the homes of absent jobs to present ones next to them and
+// takes them back when their jobs arrive (control/home_lending.h), telling the jobs' PSs and
+// workers (rehome).
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "control/slice_allocator.h"
+#include "engines/home_slice.h"
 #include "sim/nodes.h"
 
 namespace atp::sim {
@@ -21,7 +27,12 @@ class ControlPlaneNode : public Node {
     Time arrival = 0;
     std::vector<std::pair<SwitchNode*, engines::SwitchJob>> entries;
     std::size_t workers = 0;
+    // The home admission gave it (planned placement on ATP switches), for lending.
+    std::optional<engines::HomeSlice> home;
   };
+  // Called with a present job's home whenever lending changes it.
+  using Rehome = std::function<void(std::uint32_t job, const engines::HomeSlice& home)>;
+  void on_rehome(Rehome rehome) { rehome_ = std::move(rehome); }
   void plan(std::uint32_t job, JobPlan plan) { jobs_[job].plan = std::move(plan); }
   void add_entry(std::uint32_t job, SwitchNode* sw, engines::SwitchJob entry) {
     jobs_.at(job).plan.entries.emplace_back(sw, std::move(entry));
@@ -46,12 +57,15 @@ class ControlPlaneNode : public Node {
     std::size_t finished = 0;
     engines::SwitchJobCounters counters_at_departure;
     std::optional<std::uint32_t> static_first;
+    std::optional<engines::HomeSlice> home_now;  // as last lent (nullopt: its own)
   };
   void arrive(std::uint32_t id, Job& job);
   void depart(std::uint32_t id, Job& job);
+  void lend_homes();
 
   std::map<std::uint32_t, Job> jobs_;
   std::map<SwitchNode*, control::SliceAllocator> slices_;
+  Rehome rehome_;
   NodeId self_ = 0;
 };
 

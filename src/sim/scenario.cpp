@@ -26,14 +26,14 @@ std::string Scenario::command_line() const {
   return fmt::format(
       "atp sim {} --tensor-bytes {} --iterations {} --compute-us {} --link-gbps {} "
       "--delay-us {} --loss {} --reorder {} --duplicate {} --ecn-threshold {} "
-      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}{}{}{}{}{}{}",
+      "--overflow-fraction {} --min-rto-us {} --arrival-gap-us {} --time-limit-s {} --seed {}{}{}{}{}{}{}{}{}{}",
       cluster, tensor_bytes, iterations, compute_us, link_gbps, delay_us, loss, reorder,
       duplicate, ecn_threshold, overflow_fraction, min_rto_us, arrival_gap_us, time_limit_s, seed,
       layers.empty() ? "" : " --layers " + layers,
       loss_one_worker > 0 ? fmt::format(" --loss-one-worker {}", loss_one_worker) : "",
       ring > 0 ? fmt::format(" --ring {}", ring) : "",
       aggregator_window ? " --aggregator-window" : "",
-      borrow_aggregators ? " --borrow-aggregators" : "",
+      borrow_aggregators ? " --borrow-aggregators" : "", keep_homes ? " --keep-homes" : "",
       placement != "planned" ? " --placement " + placement : "",
       no_congestion_control ? " --no-congestion-control" : "", rack_only ? " --rack-only" : "") +
          model_options();
@@ -216,6 +216,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   spec.worker_defaults.max_rto = 64 * spec.worker_defaults.min_rto;
   spec.worker_defaults.deadline = spec.time_limit;
   spec.spine_aggregates = !s.rack_only;
+  spec.lend_idle_homes = !s.keep_homes;
 
   const std::size_t jobs = spec.cluster ? spec.cluster->jobs().size() : s.jobs;
   for (unsigned j = 0; j < jobs; ++j) spec.jobs.push_back(job_spec(s, spec.policy, collective, j));

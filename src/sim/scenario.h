@@ -22,6 +22,7 @@ struct Scenario {
   std::uint32_t ring = 0;  // seqs each worker tracks at once; 0: ring_or_default
   bool aggregator_window = false;  // workers add the collision-driven window (A2TP-style)
   bool borrow_aggregators = false;  // PSs borrow other jobs' idle home aggregators
+  bool keep_homes = false;  // no lending of absent jobs' homes (ClusterSpec::lend_idle_homes)
   std::string placement = "planned";  // planned, hash or linear (engines::Placement)
   bool no_congestion_control = false;  // workers keep their windows at the ceiling
   bool rack_only = false;  // the PS rack's switch does not aggregate

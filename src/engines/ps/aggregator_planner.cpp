@@ -17,17 +17,33 @@ AggregatorPlanner::AggregatorPlanner(const PlannerSetup& setup) : setup_(setup) 
       setup.shard >= setup.shards || setup.window == 0 || setup.window % setup.shards != 0 ||
       setup.lag < setup.window || (setup.lag & (setup.lag - 1)) != 0)
     return;
-  const std::uint32_t pool = setup.pool;
-  const HomeSlice home{std::min(setup.home_first, pool),
-                       std::min(setup.home_count, pool - std::min(pool, setup.home_first)),
-                       setup.shards};
-  for (std::uint32_t i = 0; i < home.shard_size(setup.shard); ++i)
-    home_.push_back(home.shard_member(setup.shard, i));
-  if (setup.borrow) find_borrowable(home);
   lanes_.resize(setup.lag);
-  for (std::uint32_t seq = setup.shard; seq < setup.lag; seq += setup.shards)
-    if (const auto first = home.initial(seq, setup.window))
-      lanes_[seq] = {true, seq, first->aggregator, first->in_flight_cap};
+  place_home();
+}
+
+void AggregatorPlanner::set_home(const HomeSlice& home) {
+  if (lanes_.empty()) return;  // an invalid setup plans nothing, whatever its home
+  setup_.home_first = home.first;
+  setup_.home_count = home.count;
+  place_home();
+}
+
+void AggregatorPlanner::place_home() {
+  const std::uint32_t pool = setup_.pool;
+  const HomeSlice home{std::min(setup_.home_first, pool),
+                       std::min(setup_.home_count, pool - std::min(pool, setup_.home_first)),
+                       setup_.shards};
+  home_.clear();
+  for (std::uint32_t i = 0; i < home.shard_size(setup_.shard); ++i)
+    home_.push_back(home.shard_member(setup_.shard, i));
+  borrowable_.clear();
+  borrow_position_.clear();
+  if (setup_.borrow) find_borrowable(home);
+  borrow_ = std::min<double>(borrow_, borrowable_.size());
+  if (!planned_any_)
+    for (std::uint32_t seq = setup_.shard; seq < setup_.lag; seq += setup_.shards)
+      if (const auto first = home.initial(seq, setup_.window))
+        lanes_[seq] = {true, seq, first->aggregator, first->in_flight_cap};
   enabled_ = !home_.empty() || !borrowable_.empty();
 }
 
@@ -57,6 +73,7 @@ PlannedResult AggregatorPlanner::on_result(Time now, std::uint32_t seq,
   Lane& lane = lanes_[next & (setup_.lag - 1)];
   const LanePlan plan = choose(now, next, cap_now(), lane);
   lane = {true, next, plan.aggregator, plan.in_flight_cap};
+  planned_any_ = true;
   return {plan, borrowed};
 }
 

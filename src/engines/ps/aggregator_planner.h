@@ -68,6 +68,12 @@ class AggregatorPlanner {
   // seq + lag.
   PlannedResult on_result(Time now, std::uint32_t seq, std::uint32_t aggregator, bool collided);
 
+  // The control plane lent the job more of the pool, or took it back (control/home_lending.h):
+  // plans from now on keep to `home` (same shards). Before the first result, the first plans
+  // (which workers compute alone) follow it too. Plans already sent stand, so for a window or
+  // two the job may still meet what it gave back: a price, never a wrong sum.
+  void set_home(const HomeSlice& home);
+
   std::uint32_t home_size() const { return static_cast<std::uint32_t>(home_.size()); }
   double borrowing() const { return borrow_; }
 
@@ -86,6 +92,7 @@ class AggregatorPlanner {
     std::uint32_t seq = 0, aggregator = 0, cap = 0;
   };
 
+  void place_home();  // home_, borrowable_ and, before any result, the first plans
   void find_borrowable(const HomeSlice& home);
   bool learn(Time now, std::uint32_t aggregator, bool collided);  // returns: it was borrowed
   std::uint32_t cap_now() const;
@@ -105,6 +112,7 @@ class AggregatorPlanner {
   std::vector<Neighbour> neighbours_;
   std::vector<Lane> lanes_;  // the plan each lane carries, as last sent
   double borrow_ = 0;        // borrowed aggregators this shard may use
+  bool planned_any_ = false;  // a result has planned a lane
   std::vector<std::uint32_t> gap_;  // choose()'s scratch, per candidate
   std::vector<std::uint8_t> clash_;
 };

@@ -61,6 +61,15 @@ void ParameterServer::add_job(PsJob config) {
 
 bool ParameterServer::remove_job(std::uint32_t job) { return jobs_.erase(job) != 0; }
 
+bool ParameterServer::set_home(std::uint32_t job, const HomeSlice& home) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return false;
+  it->second.config.home.first = home.first;
+  it->second.config.home.count = home.count;
+  it->second.planner.set_home(it->second.config.home);
+  return true;
+}
+
 std::vector<std::uint32_t> ParameterServer::jobs() const {
   std::vector<std::uint32_t> ids;
   for (const auto& [id, job] : jobs_) ids.push_back(id);

@@ -81,6 +81,9 @@ class ParameterServer {
 
   void add_job(PsJob job);  // throws std::invalid_argument on a bad job
   bool remove_job(std::uint32_t job);
+  // The control plane lent the job more of the pool or took it back (control/home_lending.h):
+  // its plans keep to `home` from now on (AggregatorPlanner::set_home). False: no such job.
+  bool set_home(std::uint32_t job, const HomeSlice& home);
 
   // `from`: the sending node (kUnknownNode for a stranger; nullopt: the caller vouches).
   void on_packet(Time now, std::span<const std::uint8_t> packet, Outbox& out,

@@ -128,6 +128,10 @@ Worker::Worker(WorkerConfig config)
                   home_.initial(0, config.window).has_value()),
       lanes_(plan_lag_),
       holding_(std::max(1u, config.home.shards), 0) {
+  plan_first_lanes();
+}
+
+void Worker::plan_first_lanes() {
   for (std::uint32_t lane = 0; lane < lanes_.size(); ++lane) {
     LaneAssignment& l = lanes_[lane];
     l.seq = lane;
@@ -139,6 +143,15 @@ Worker::Worker(WorkerConfig config)
       l.aggregator = linear ? lane : proto::aggregator_hash(config_.job, lane);
     }
   }
+}
+
+void Worker::set_home(const HomeSlice& home) {
+  if (!home_turns_ || home.initial(0, config_.window) == std::nullopt) return;
+  home_.first = home.first;
+  home_.count = home.count;
+  // Every worker of a job hears of a new home at once, before or after its first send; those
+  // that have sent nothing yet agree on the first lanes again.
+  if (next_seq_ == 0) plan_first_lanes();
 }
 
 std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<float> output,

@@ -165,6 +165,10 @@ class Worker {
     on_packets(now, {&arrival, 1}, out);
   }
   void on_timer(Time now, Outbox& out);
+  // The control plane lent the job more of the pool or took it back (control/home_lending.h):
+  // a seq whose plan was lost takes the new home's turn, as its PS plans. Planned placement
+  // only; an empty home is ignored.
+  void set_home(const HomeSlice& home);
   // When on_timer() is due. It may be early (on_timer() then does nothing), never late.
   std::optional<Time> next_timer() const;
 
@@ -294,6 +298,7 @@ class Worker {
     if (!earliest_timer_ || due < *earliest_timer_) earliest_timer_ = due;
   }
   void fail(std::string message);
+  void plan_first_lanes();  // the lanes before any result: the home's turns (or fixed lanes)
   Fragment& slot(std::uint32_t seq) { return ring_[seq & ring_mask_]; }
   const Fragment& slot(std::uint32_t seq) const { return ring_[seq & ring_mask_]; }
   // The aggregator a seq uses, and how many fragments of its PS shard may be in flight when it

@@ -1,0 +1,58 @@
+#include "control/home_lending.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace atp::control {
+
+namespace {
+std::uint64_t end_of(const Slice& s) { return std::uint64_t{s.first} + s.count; }
+bool overlap(const Slice& a, const Slice& b) {
+  return a.first < end_of(b) && b.first < end_of(a);
+}
+}  // namespace
+
+std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vector<bool>& present) {
+  if (homes.size() != present.size())
+    throw std::invalid_argument("lend_idle_homes: one presence flag per home");
+  std::vector<Slice> now(homes.begin(), homes.end());
+  std::vector<bool> lent(homes.size(), false);
+  // Lendable: absent, not empty, clear of every present job's own home and of what is lent
+  // already (two absent jobs may have been given the same slice).
+  auto lendable = [&](std::size_t a) {
+    if (present[a] || homes[a].count == 0) return false;
+    for (std::size_t p = 0; p < homes.size(); ++p)
+      if ((present[p] || lent[p]) && overlap(homes[a], homes[p])) return false;
+    return true;
+  };
+  std::vector<std::size_t> order(homes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return homes[a].first < homes[b].first; });
+  // Upward: each lendable slice joins the present home (as grown so far) ending where it begins.
+  for (std::size_t a : order) {
+    if (!lendable(a)) continue;
+    for (std::size_t p : order)
+      if (present[p] && now[p].count > 0 && end_of(now[p]) == homes[a].first) {
+        now[p].count += homes[a].count;
+        lent[a] = true;
+        break;
+      }
+  }
+  // Downward, for slices below every present home: the present home beginning where it ends.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const std::size_t a = *it;
+    if (lent[a] || !lendable(a)) continue;
+    for (std::size_t p : order)
+      if (present[p] && now[p].count > 0 && now[p].first == end_of(homes[a])) {
+        now[p].first = homes[a].first;
+        now[p].count += homes[a].count;
+        lent[a] = true;
+        break;
+      }
+  }
+  return now;
+}
+
+}  // namespace atp::control

@@ -1,0 +1,20 @@
+#pragma once
+// Lending the homes of absent jobs (DESIGN.md §7). Admission gives every job a home slice of
+// the pool, the slice static partitioning would give it; while a job is not there (not yet
+// arrived, or gone), its home is lent to a present job next to it, so a job alone runs on the
+// whole pool and jobs that share run exactly on their own homes, as static slices do. A home
+// is contiguous, so a lent slice joins the present home just below it (or, with none below,
+// the one just above); a slice that overlaps any present job's own home is lent to nobody.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "control/slice_allocator.h"
+
+namespace atp::control {
+
+// Each job's home to plan on now: its own, grown over the absent homes next to it when
+// present; its own, unchanged, when absent. `homes` and `present` are per job, same order.
+std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vector<bool>& present);
+
+}  // namespace atp::control
