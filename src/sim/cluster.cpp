@@ -242,10 +242,12 @@ void ClusterBuild::install_jobs() {
 }
 
 // A job's home, if it plans on one that lending may grow: planned placement of an ATP job
-// whose every switch aggregates by the aggregator its fragments name.
+// whose every switch aggregates by the aggregator its fragments name. A job whose PSs borrow
+// (opt-in) finds idle aggregators its own way and keeps its home.
 std::optional<engines::HomeSlice> ClusterBuild::lendable_home(std::size_t j) const {
   const JobSpec& job = spec_.jobs[j];
-  if (job.collective != CollectiveKind::atp || job.placement != engines::Placement::planned)
+  if (job.collective != CollectiveKind::atp || job.placement != engines::Placement::planned ||
+      job.borrow_aggregators)
     return std::nullopt;
   for (const auto& [name, sw] : switches_)
     if (sw.second->pipeline().config().policy == engines::Policy::static_partition)
