@@ -3,6 +3,7 @@
 arrive and leave (issue 30, docs/sharing.md).
 
 Usage: scripts/sharing-timeline.py [--out docs/figures] [--atp build/bin/atp] [--seed 21]
+       scripts/sharing-timeline.py --pools [--seeds 21,22] [--out docs/figures]
 
 3 jobs on the fabric of scripts/sharing-sweep.py (2 racks x 4 workers, 10/40 Gbit/s, window
 64, K = 256) share a pool of 64 aggregators (a third of what static needs); each job runs 8
@@ -12,8 +13,14 @@ Variants: static slices, ATP's default (planned placement, absent jobs' homes le
 present ones), the same with every job kept to its own home (--keep-homes), the paper's hashed
 lanes, and planned placement with --borrow-aggregators. Writes <out>/sharing-timeline.json (every run
 with its series) and <out>/sharing-timeline.png, and prints each job's throughput.
+
+--pools: the same arrivals on every pool of the sharing sweep (100-25 % of what static needs),
+one PS per job and 8 shards, each seed; static, the default and --keep-homes. Prints atp /
+static in mean job throughput and the lowest single job's ratio (a job's own throughput
+against its own under static), and writes <out>/sharing-arrivals.json.
 """
 import argparse
+from concurrent.futures import ThreadPoolExecutor
 
 from simlib import plt, run, write_checked
 
@@ -53,12 +60,55 @@ def plot(results, path):
     plt.close(fig)
 
 
+POOLS = [192, 128, 96, 64, 48]
+ARRIVAL_VARIANTS = {"static": {"policy": "static"}, "default": {},
+                    "homes kept": {"keep-homes": ""}}
+
+
+def pools(args):
+    """The arrivals over every pool and PS placement: atp / static, mean and worst job."""
+    seeds = [int(x) for x in args.seeds.split(",")]
+    base = {k: v for k, v in BASE.items() if k != "series-ms"}
+    tasks = [(pool, ps, seed, v) for pool in POOLS for ps in (1, 8) for seed in seeds
+             for v in ARRIVAL_VARIANTS]
+
+    def go(t):
+        pool, ps, seed, v = t
+        return t, run(args.atp, base, aggregators=pool, seed=seed,
+                      **{"parameter-servers": ps}, **ARRIVAL_VARIANTS[v])
+
+    with ThreadPoolExecutor(2) as ex:
+        results = dict(ex.map(go, tasks))
+    print("| PS | variant | " + " | ".join(f"{round(100 * p / 192)}%" for p in POOLS) + " |")
+    print("|---|---|" + "---|" * len(POOLS))
+    for ps in (1, 8):
+        for v in ("default", "homes kept"):
+            cells = []
+            for pool in POOLS:
+                means, worst = [], []
+                for seed in seeds:
+                    a, st = results[(pool, ps, seed, v)], results[(pool, ps, seed, "static")]
+                    means.append(a["mean_gbps"] / st["mean_gbps"])
+                    worst += [ja["steady_gbps"] / js["steady_gbps"]
+                              for ja, js in zip(a["jobs"], st["jobs"])]
+                cells.append(f"{sum(means) / len(means):.2f} ({min(worst):.2f})")
+            print(f"| {ps} | {v} | " + " | ".join(cells) + " |")
+    write_checked(args.out, "sharing-arrivals",
+                  [dict(zip(["pool", "parameter_servers", "seed", "variant"], t), **r)
+                   for t, r in results.items()], list(results.values()))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--atp", default="build/bin/atp")
     parser.add_argument("--out", default="docs/figures")
     parser.add_argument("--seed", type=int, default=21)
+    parser.add_argument("--pools", action="store_true",
+                        help="the arrivals over every pool and PS placement (a table)")
+    parser.add_argument("--seeds", default="21,22", help="with --pools: comma-separated seeds")
     args = parser.parse_args()
+    if args.pools:
+        return pools(args)
     results = {name: run(args.atp, BASE, seed=args.seed, **options)
                for name, options in VARIANTS.items()}
     static = results["static slices"]["mean_gbps"]

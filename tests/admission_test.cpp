@@ -29,14 +29,30 @@ namespace {
 // above; every present job keeps at least its own, and no two present homes overlap.
 TEST(HomeLending, AnAbsentJobsHomeJoinsThePresentHomeNextToIt) {
   const std::vector<Slice> homes{{0, 21}, {21, 21}, {42, 21}};
+  const std::vector<std::uint32_t> windows(3, 64);
+  auto lend = [&](const std::vector<bool>& present) {
+    return lend_idle_homes(homes, present, windows);
+  };
   using V = std::vector<Slice>;
-  EXPECT_EQ(lend_idle_homes(homes, {true, true, true}), homes);  // all busy: static's packing
-  EXPECT_EQ(lend_idle_homes(homes, {true, false, false}), (V{{0, 63}, {21, 21}, {42, 21}}));
-  EXPECT_EQ(lend_idle_homes(homes, {true, true, false}), (V{{0, 21}, {21, 42}, {42, 21}}));
-  EXPECT_EQ(lend_idle_homes(homes, {false, true, true}), (V{{0, 21}, {0, 42}, {42, 21}}));
-  EXPECT_EQ(lend_idle_homes(homes, {false, false, true}), (V{{0, 21}, {21, 21}, {0, 63}}));
-  EXPECT_EQ(lend_idle_homes(homes, {true, false, true}), (V{{0, 42}, {21, 21}, {42, 21}}));
-  EXPECT_EQ(lend_idle_homes(homes, {false, false, false}), homes);  // nobody to lend to
+  EXPECT_EQ(lend({true, true, true}), homes);  // all busy: static's packing
+  EXPECT_EQ(lend({true, false, false}), (V{{0, 63}, {21, 21}, {42, 21}}));
+  EXPECT_EQ(lend({true, true, false}), (V{{0, 21}, {21, 42}, {42, 21}}));
+  EXPECT_EQ(lend({false, true, true}), (V{{0, 21}, {0, 42}, {42, 21}}));
+  EXPECT_EQ(lend({false, false, true}), (V{{0, 21}, {21, 21}, {0, 63}}));
+  EXPECT_EQ(lend({true, false, true}), (V{{0, 42}, {21, 21}, {42, 21}}));
+  EXPECT_EQ(lend({false, false, false}), homes);  // nobody to lend to
+}
+
+// A job grows only while its home holds less than its window, a whole slice at a time: more
+// would only move its seqs around.
+TEST(HomeLending, AJobIsLentNoMoreThanItsWindowCanUse) {
+  const std::vector<Slice> homes{{0, 21}, {21, 21}, {42, 21}};
+  using V = std::vector<Slice>;
+  const std::vector<std::uint32_t> thirty_two{32, 32, 32};
+  EXPECT_EQ(lend_idle_homes(homes, {true, false, false}, thirty_two),
+            (V{{0, 42}, {21, 21}, {42, 21}}));  // 21 < 32: one slice more, and 42 is enough
+  const std::vector<std::uint32_t> twenty_one{21, 21, 21};
+  EXPECT_EQ(lend_idle_homes(homes, {true, false, false}, twenty_one), homes);
 }
 
 // Homes handed out by another rule (the controller's, where jobs outnumber blocks) may
@@ -44,14 +60,15 @@ TEST(HomeLending, AnAbsentJobsHomeJoinsThePresentHomeNextToIt) {
 // nobody, so lending never puts two present jobs on one aggregator.
 TEST(HomeLending, NeverLendsWhatAPresentJobHoldsOrWhatIsLentAlready) {
   using V = std::vector<Slice>;
+  const std::vector<std::uint32_t> windows(3, 64);
   const V overlapping{{0, 16}, {8, 16}, {24, 8}};
-  EXPECT_EQ(lend_idle_homes(overlapping, {true, false, true}),
+  EXPECT_EQ(lend_idle_homes(overlapping, {true, false, true}, windows),
             (V{{0, 16}, {8, 16}, {24, 8}}));  // job 1's home overlaps job 0's
   const V twice{{0, 8}, {8, 8}, {8, 8}};
-  EXPECT_EQ(lend_idle_homes(twice, {true, false, false}), (V{{0, 16}, {8, 8}, {8, 8}}));
+  EXPECT_EQ(lend_idle_homes(twice, {true, false, false}, windows), (V{{0, 16}, {8, 8}, {8, 8}}));
   const V with_gap{{0, 8}, {16, 8}};  // not next to each other: nothing to join
-  EXPECT_EQ(lend_idle_homes(with_gap, {true, false}), with_gap);
-  EXPECT_THROW(lend_idle_homes(with_gap, {true}), std::invalid_argument);
+  EXPECT_EQ(lend_idle_homes(with_gap, {true, false}, {windows.data(), 2}), with_gap);
+  EXPECT_THROW(lend_idle_homes(with_gap, {true}, {windows.data(), 2}), std::invalid_argument);
 }
 
 TEST(SliceAllocator, HandsOutFreeRunsFirstFitAndNeverOverlaps) {

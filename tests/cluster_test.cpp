@@ -157,6 +157,7 @@ TEST(Cluster, AJobAloneRunsOnTheAbsentJobsHomeAndGivesItBackWhenItArrives) {
   Scenario s = small();
   s.jobs = 2;
   s.aggregators = 64;  // homes [0, 32) and [32, 64)
+  s.window = 64;       // what a job alone could use of the whole pool
   s.iterations = 6;
   s.arrival_gap_us = 1500;  // job 1 is alone for a while
   s.compute_us = 100;

@@ -13,9 +13,10 @@ bool overlap(const Slice& a, const Slice& b) {
 }
 }  // namespace
 
-std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vector<bool>& present) {
-  if (homes.size() != present.size())
-    throw std::invalid_argument("lend_idle_homes: one presence flag per home");
+std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vector<bool>& present,
+                                   std::span<const std::uint32_t> wants) {
+  if (homes.size() != present.size() || homes.size() != wants.size())
+    throw std::invalid_argument("lend_idle_homes: one presence flag and one want per home");
   std::vector<Slice> now(homes.begin(), homes.end());
   std::vector<bool> lent(homes.size(), false);
   // Lendable: absent, not empty, clear of every present job's own home and of what is lent
@@ -30,22 +31,25 @@ std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vect
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return homes[a].first < homes[b].first; });
+  auto grows = [&](std::size_t p) {
+    return present[p] && now[p].count > 0 && now[p].count < wants[p];
+  };
   // Upward: each lendable slice joins the present home (as grown so far) ending where it begins.
   for (std::size_t a : order) {
     if (!lendable(a)) continue;
     for (std::size_t p : order)
-      if (present[p] && now[p].count > 0 && end_of(now[p]) == homes[a].first) {
+      if (grows(p) && end_of(now[p]) == homes[a].first) {
         now[p].count += homes[a].count;
         lent[a] = true;
         break;
       }
   }
-  // Downward, for slices below every present home: the present home beginning where it ends.
+  // Downward, for slices no home below took: the present home beginning where it ends.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t a = *it;
     if (lent[a] || !lendable(a)) continue;
     for (std::size_t p : order)
-      if (present[p] && now[p].count > 0 && now[p].first == end_of(homes[a])) {
+      if (grows(p) && now[p].first == end_of(homes[a])) {
         now[p].first = homes[a].first;
         now[p].count += homes[a].count;
         lent[a] = true;

@@ -14,7 +14,11 @@
 namespace atp::control {
 
 // Each job's home to plan on now: its own, grown over the absent homes next to it when
-// present; its own, unchanged, when absent. `homes` and `present` are per job, same order.
-std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vector<bool>& present);
+// present; its own, unchanged, when absent. A job grows only while its home holds fewer than
+// `wants` (its window: more than it may have in flight is of no use to it, and every move
+// changes where its seqs go), by whole slices. `homes`, `present` and `wants` are per job,
+// same order.
+std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vector<bool>& present,
+                                   std::span<const std::uint32_t> wants);
 
 }  // namespace atp::control

@@ -225,8 +225,8 @@ void ClusterBuild::add_job_nodes(std::size_t j) {
 // plane's plan for each job's arrival. Each switch's entries are derived once, for all jobs.
 void ClusterBuild::install_jobs() {
   for (std::size_t j = 0; j < spec_.jobs.size(); ++j)
-    control_->plan(job_id(j),
-                   {spec_.jobs[j].plan.start, {}, workers_[j].size(), lendable_home(j)});
+    control_->plan(job_id(j), {spec_.jobs[j].plan.start, {}, workers_[j].size(),
+                               lendable_home(j), config_.jobs()[j].window});
   if (spec_.lend_idle_homes)
     control_->on_rehome([this](std::uint32_t job, const engines::HomeSlice& home) {
       rehome(job, home);

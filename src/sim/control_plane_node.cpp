@@ -63,13 +63,15 @@ void ControlPlaneNode::lend_homes() {
   std::vector<std::uint32_t> ids;
   std::vector<control::Slice> homes;
   std::vector<bool> present;
+  std::vector<std::uint32_t> wants;
   for (const auto& [id, job] : jobs_)
     if (job.plan.home) {
       ids.push_back(id);
       homes.push_back({job.plan.home->first, job.plan.home->count});
       present.push_back(job.arrived && !job.departed);
+      wants.push_back(job.plan.window);
     }
-  const std::vector<control::Slice> now = control::lend_idle_homes(homes, present);
+  const std::vector<control::Slice> now = control::lend_idle_homes(homes, present, wants);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     Job& job = jobs_.at(ids[i]);
     if (!present[i]) continue;

@@ -27,8 +27,10 @@ class ControlPlaneNode : public Node {
     Time arrival = 0;
     std::vector<std::pair<SwitchNode*, engines::SwitchJob>> entries;
     std::size_t workers = 0;
-    // The home admission gave it (planned placement on ATP switches), for lending.
+    // The home admission gave it (planned placement on ATP switches), for lending, and its
+    // window: the most of a lent home it could use.
     std::optional<engines::HomeSlice> home;
+    std::uint32_t window = 0;
   };
   // Called with a present job's home whenever lending changes it.
   using Rehome = std::function<void(std::uint32_t job, const engines::HomeSlice& home)>;
