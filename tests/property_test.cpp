@@ -52,6 +52,9 @@ Scenario random_scenario(std::uint64_t seed) {
     s.models = {models[rng.below(3)]};
     s.model_scale = static_cast<double>(1u << (16 + rng.below(3)));
   }
+  // And sometimes jobs arriving apart, so homes are lent and handed back while the faults
+  // above hit the packets (control/home_lending.h).
+  if (rng.chance(0.3)) s.arrival_gap_us = rng.uniform() * 3000;
   return s;
 }
 
