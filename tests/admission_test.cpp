@@ -53,6 +53,14 @@ TEST(HomeLending, AJobIsLentNoMoreThanItsWindowCanUse) {
             (V{{0, 42}, {21, 21}, {42, 21}}));  // 21 < 32: one slice more, and 42 is enough
   const std::vector<std::uint32_t> twenty_one{21, 21, 21};
   EXPECT_EQ(lend_idle_homes(homes, {true, false, false}, twenty_one), homes);
+  // The home below holds its window already: the slice goes to the home above instead.
+  const std::vector<std::uint32_t> below_full{21, 64, 64};
+  EXPECT_EQ(lend_idle_homes(homes, {true, false, true}, below_full),
+            (V{{0, 21}, {21, 21}, {21, 42}}));
+  // A present job with no home (hashed lanes) is lent nothing.
+  const std::vector<Slice> none_below{{0, 0}, {0, 21}, {21, 21}};
+  EXPECT_EQ(lend_idle_homes(none_below, {true, false, true}, thirty_two),
+            (V{{0, 0}, {0, 21}, {0, 42}}));
 }
 
 // Homes handed out by another rule (the controller's, where jobs outnumber blocks) may

@@ -86,12 +86,17 @@ TEST(Cluster, ThreeJobsShareEightAggregatorsExactlyWithCollisions) {
 struct Named {
   std::uint32_t job = 0, aggregator = 0, seq = 0;
 };
-ClusterReport run_naming(const Scenario& s, std::vector<Named>& named) {
+// `joined`, if given, gets the number of fragments named before each job's first join (the
+// moment it arrives).
+ClusterReport run_naming(const Scenario& s, std::vector<Named>& named,
+                         std::map<std::uint32_t, std::size_t>* joined = nullptr) {
   return run(s, [&](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
     proto::Header h;
-    if (proto::decode(bytes, h) == proto::DecodeError::ok && h.kind == proto::Kind::fragment &&
-        !h.is_downward())
+    if (proto::decode(bytes, h) != proto::DecodeError::ok || h.is_downward()) return false;
+    if (h.kind == proto::Kind::fragment)
       named.push_back({h.job, h.aggregator % s.aggregators, h.seq});
+    else if (h.kind == proto::Kind::join && joined != nullptr)
+      joined->try_emplace(h.job, named.size());
     return false;  // watch, never drop
   });
 }
@@ -158,23 +163,23 @@ TEST(Cluster, AJobAloneRunsOnTheAbsentJobsHomeAndGivesItBackWhenItArrives) {
   s.jobs = 2;
   s.aggregators = 64;  // homes [0, 32) and [32, 64)
   s.window = 64;       // what a job alone could use of the whole pool
-  s.iterations = 6;
-  s.arrival_gap_us = 1500;  // job 1 is alone for a while
+  s.iterations = 12;
+  s.arrival_gap_us = 1000;  // job 1 is alone for a while, and runs on well after job 2 comes
   s.compute_us = 100;
   for (bool keep : {false, true}) {
     s.keep_homes = keep;
     std::vector<Named> named;
-    const auto r = run_naming(s, named);
+    std::map<std::uint32_t, std::size_t> joined;
+    const auto r = run_naming(s, named, &joined);
     const std::uint32_t first_job = r.jobs[0].job;
-    std::size_t arrival = named.size();
-    for (std::size_t n = 0; n < named.size() && arrival == named.size(); ++n)
-      if (named[n].job != first_job) arrival = n;
-    ASSERT_LT(arrival, named.size()) << s.command_line();
-    std::uint32_t lent_before = 0, highest_seq_before = 0;
+    ASSERT_EQ(joined.count(r.jobs[1].job), 1u);
+    const std::size_t arrival = joined.at(r.jobs[1].job);  // job 2 arrives: the hand-back
+    std::uint32_t lent_before = 0, highest_seq_before = 0, sent_after = 0;
     std::set<std::uint32_t> lent_seqs_after;
     for (std::size_t n = 0; n < named.size(); ++n) {
       if (named[n].job != first_job) continue;
       if (n < arrival) highest_seq_before = std::max(highest_seq_before, named[n].seq);
+      else ++sent_after;
       if (named[n].aggregator < 32) continue;
       if (n < arrival) ++lent_before;
       else lent_seqs_after.insert(named[n].seq);
@@ -184,7 +189,9 @@ TEST(Cluster, AJobAloneRunsOnTheAbsentJobsHomeAndGivesItBackWhenItArrives) {
       continue;
     }
     EXPECT_GT(lent_before, 0u) << s.command_line();
-    // Plans reach two windows ahead; a window more were in flight.
+    // Job 1 still runs for a while after job 2 arrives: the hand-back is what is checked.
+    EXPECT_GT(sent_after, 4u * 3 * s.window) << s.command_line();
+    // Plans reach two windows ahead of the results; a window more were in flight.
     for (std::uint32_t seq : lent_seqs_after)
       EXPECT_LE(seq, highest_seq_before + 3 * s.window) << s.command_line();
   }

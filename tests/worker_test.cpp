@@ -699,6 +699,7 @@ TEST_F(WorkerTest, AHomeLentBeforeTheFirstSendMovesTheFirstLanes) {
 // a seq whose plan never came takes the new home's turn, as the PS now plans.
 TEST_F(WorkerTest, AHomeLentAfterTheFirstSendMovesOnlyWhatALostPlanFallsBackOn) {
   WorkerConfig c = small_config();
+  c.initial_window = 8;  // the cap, not the window, holds the first send to 4
   c.home = HomeSlice{100, 4, 1};
   Worker lent(c);
   lent.submit(0, nine_in, nine_out, out);

@@ -3,8 +3,9 @@
 // the pool, the slice static partitioning would give it; while a job is not there (not yet
 // arrived, or gone), its home is lent to a present job next to it, so a job alone runs on the
 // whole pool and jobs that share run exactly on their own homes, as static slices do. A home
-// is contiguous, so a lent slice joins the present home just below it (or, with none below,
-// the one just above); a slice that overlaps any present job's own home is lent to nobody.
+// is contiguous, so a lent slice joins the present home just below it (or, when no home below
+// takes it, the one just above); a slice that overlaps any present job's own home is lent to
+// nobody.
 #include <cstdint>
 #include <span>
 #include <vector>
