@@ -429,9 +429,7 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
       defer_to_lead(now, g);
       continue;
     }
-    mark_resend(now, g);
-    ++stats_.fast_resends;
-    transmit(now, g, true, out);
+    resend(now, g, stats_.fast_resends, out);
     arm_recheck(now, g);
   }
 }
@@ -466,9 +464,7 @@ void Worker::resend_on_request(Time now, const proto::Header& h, Fragment& f, Ou
       f.fallback_at = std::max(f.fallback_at, now + lead_wait());
     return;
   }
-  mark_resend(now, f);
-  ++stats_.requested_resends;
-  transmit(now, f, true, out);
+  resend(now, f, stats_.requested_resends, out);
   arm_recheck(now, f);
 }
 
@@ -490,6 +486,12 @@ void Worker::mark_resend(Time now, Fragment& f) {
   f.rtt_ambiguous = true;
   release(f);
   allowance_.on_resend(now);
+}
+
+void Worker::resend(Time now, Fragment& f, std::uint64_t& cause, Outbox& out) {
+  mark_resend(now, f);
+  ++cause;
+  transmit(now, f, true, out);
 }
 
 [[gnu::always_inline]] inline void Worker::advance_base() {
@@ -536,9 +538,7 @@ void Worker::send_probe(Time now, Outbox& out) {
     if (!f.active || f.acked || probed[shard_of(u)]) continue;
     probed[shard_of(u)] = true;
     --left;
-    mark_resend(now, f);
-    ++stats_.probes;
-    transmit(now, f, true, out);
+    resend(now, f, stats_.probes, out);
   }
 }
 
@@ -571,9 +571,7 @@ void Worker::on_timer(Time now, Outbox& out) {
       return;
     }
     if ((f.deferred || f.recheck) && f.fallback_at <= now) {
-      mark_resend(now, f);
-      ++stats_.fallback_resends;
-      transmit(now, f, true, out);
+      resend(now, f, stats_.fallback_resends, out);
       continue;
     }
     if (f.rto_deadline > now) continue;

@@ -327,6 +327,8 @@ class Worker {
     return holding_[plan_shard_of(seq)];
   }
   void mark_resend(Time now, Fragment& f);
+  // Sends f again now, counting it under its cause (one of stats_'s resend counters).
+  void resend(Time now, Fragment& f, std::uint64_t& cause, Outbox& out);
   void release(Fragment& f) {
     if (f.holding) --holding_[plan_shard_of(f.seq)];
     f.holding = false;
