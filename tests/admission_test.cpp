@@ -18,7 +18,6 @@
 namespace atp::control {
 
 // Found by argument lookup, so in Slice's own namespace.
-bool operator==(const Slice& a, const Slice& b) { return a.first == b.first && a.count == b.count; }
 std::ostream& operator<<(std::ostream& o, const Slice& s) {
   return o << "[" << s.first << ", +" << s.count << ")";
 }
@@ -77,6 +76,28 @@ TEST(HomeLending, NeverLendsWhatAPresentJobHoldsOrWhatIsLentAlready) {
   const V with_gap{{0, 8}, {16, 8}};  // not next to each other: nothing to join
   EXPECT_EQ(lend_idle_homes(with_gap, {true, false}, {windows.data(), 2}), with_gap);
   EXPECT_THROW(lend_idle_homes(with_gap, {true}, {windows.data(), 2}), std::invalid_argument);
+}
+
+// The controller's jobs arrive one at a time, so what no job holds is no absent job's home:
+// the pool's idle indexes are cut into blocks of a job's share and lent as absent homes are.
+TEST(HomeLending, TheControllersIdleBlocksGoToTheHomesNextToThem) {
+  using V = std::vector<Slice>;
+  const std::vector<std::uint32_t> window{64, 64, 64};
+  auto lend = [&](const V& homes, std::uint32_t pool = 64) {
+    return lend_idle_pool(homes, pool, 16, {window.data(), homes.size()});
+  };
+  EXPECT_EQ(lend({{0, 16}}), (V{{0, 64}}));                   // alone: the whole pool
+  EXPECT_EQ(lend({{0, 16}, {16, 16}}), (V{{0, 16}, {16, 48}}));  // idle above goes below it
+  EXPECT_EQ(lend({{16, 16}}), (V{{0, 64}}));                  // and below, to the home above
+  EXPECT_EQ(lend({{0, 16}, {32, 16}}), (V{{0, 32}, {32, 32}}));
+  EXPECT_EQ(lend({{0, 21}}), (V{{0, 64}}));                   // idle runs cut at block bounds
+  EXPECT_EQ(lend({{0, 16}}, 40), (V{{0, 40}}));               // a last block cut by the pool
+  const std::vector<std::uint32_t> small{32};
+  EXPECT_EQ(lend_idle_pool(V{{0, 16}}, 64, 16, small), (V{{0, 32}}));  // its window's worth
+  // Two jobs given one home (more jobs than blocks): the idle blocks go to one, never into
+  // the other's home.
+  EXPECT_EQ(lend({{0, 16}, {0, 16}, {16, 16}}), (V{{0, 16}, {0, 16}, {16, 48}}));
+  EXPECT_THROW(lend_idle_pool(V{{0, 16}}, 64, 0, small), std::invalid_argument);
 }
 
 TEST(SliceAllocator, HandsOutFreeRunsFirstFitAndNeverOverlaps) {

@@ -88,6 +88,26 @@ TEST(JobBook, EachAdmittedJobGetsAHomeOfItsOwn) {
   EXPECT_NE(book.cluster_text(third).find("home_first = 32"), std::string::npos);
 }
 
+// While the pool has room no job holds, the controller's jobs plan on it: a job alone on the
+// whole pool (up to its window), the idle blocks going to the home next to them, and a job
+// that arrives takes its home back (control/home_lending.h).
+TEST(JobBook, IdleBlocksOfThePoolAreLentToTheJobsNextToThem) {
+  JobBook book(fabric_text("lend"), "fabric");  // a pool of 64, homes of 16
+  using Homes = std::map<std::uint32_t, control::Slice>;
+  AdmittedJob a = book.prepare(two_workers(7000), 0);
+  EXPECT_EQ(book.homes_to_plan_on(&a), (Homes{{1, {0, 64}}}));
+  book.record(std::move(a));
+  AdmittedJob b = book.prepare(two_workers(7010), 0);
+  EXPECT_EQ(book.homes_to_plan_on(&b), (Homes{{1, {0, 16}}, {2, {16, 48}}}));
+  book.record(std::move(b));
+  JobRequest small = two_workers(7020);
+  small.terms.window = 16;  // a window its home serves: lent nothing, so [48, 64) stays idle
+  book.record(book.prepare(small, 0));
+  EXPECT_EQ(book.homes_to_plan_on(), (Homes{{1, {0, 16}}, {2, {16, 16}}, {3, {32, 16}}}));
+  book.erase(2);
+  EXPECT_EQ(book.homes_to_plan_on(), (Homes{{1, {0, 32}}, {3, {32, 16}}}));
+}
+
 // A tenant's jobs together stay within its aggregators and PS memory: each refusal names the
 // quota and the tenant; other tenants and tenant-less admissions are not counted against it.
 TEST(JobBook, ATenantsJobsStayWithinItsAggregatorsAndPsMemory) {
@@ -615,6 +635,46 @@ TEST(ControllerService, ARestartedControllerKeepsItsJobsAndARestartedDaemonGetsT
   EXPECT_EQ(fabric.switch_jobs().size(), 2u);
   controller.service().reconcile();
   EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});
+}
+
+// The PSs plan on the homes the controller lends (JobBook::homes_to_plan_on): told at every
+// admission and removal, and again after a daemon restart put a job back with its own home.
+TEST(ControllerService, ThePSsPlanOnTheIdleBlocksTheControllerLends) {
+  const std::string text = fabric_text("lending");
+  Fabric fabric(text);
+  Controller controller(text, "");
+  auto home_on = [&](const char* ps, std::uint32_t id) {
+    const auto stats = runtime::control_request("/tmp/atp-test-lending-" + std::string(ps) + ".sock",
+                                                {{"cmd", "stats"}});
+    const auto& home = stats.at("stats").at("jobs").at(std::to_string(id)).at("home");
+    return std::pair{home.at("first").get<std::uint32_t>(), home.at("count").get<std::uint32_t>()};
+  };
+  using Home = std::pair<std::uint32_t, std::uint32_t>;
+  ControllerClient tenant(controller.address());
+  const v1::Admission a = tenant.admit(request(7000));  // on ps0
+  EXPECT_EQ(home_on("ps0", a.job_id()), (Home{0, 64}));  // alone: the whole pool
+  const v1::Admission b = tenant.admit(request(7100));  // on ps1
+  EXPECT_EQ(home_on("ps0", a.job_id()), (Home{0, 16}));  // gave b's home back
+  EXPECT_EQ(home_on("ps1", b.job_id()), (Home{16, 48}));
+  ControllerClient(controller.address(), b.credential()).remove(b.job_id());
+  EXPECT_EQ(home_on("ps0", a.job_id()), (Home{0, 64}));
+  fabric.stop();
+  fabric.start();  // a restarted PS gets the job back with its own home, then the lent one
+  controller.service().reconcile();
+  EXPECT_EQ(home_on("ps0", a.job_id()), (Home{0, 64}));
+
+  // What a PS refuses, by name; a switch plans no home.
+  auto ask = [&](const char* daemon, nlohmann::json request) {
+    return runtime::control_request("/tmp/atp-test-lending-" + std::string(daemon) + ".sock", request);
+  };
+  const auto beyond = ask("ps0", {{"cmd", "home"}, {"job", a.job_id()}, {"first", 48}, {"count", 32}});
+  EXPECT_FALSE(beyond.value("ok", true));
+  EXPECT_NE(beyond.value("error", "").find("not within its pool of 64"), std::string::npos) << beyond;
+  const auto none = ask("ps1", {{"cmd", "home"}, {"job", a.job_id()}, {"first", 0}, {"count", 8}});
+  EXPECT_NE(none.value("error", "").find("is not here"), std::string::npos) << none;
+  const auto sw = ask("rack0", {{"cmd", "home"}, {"job", a.job_id()}, {"first", 0}, {"count", 8}});
+  EXPECT_NE(sw.value("error", "").find("only a parameter server"), std::string::npos) << sw;
+  EXPECT_EQ(home_on("ps0", a.job_id()), (Home{0, 64}));  // unchanged by the refusals
 }
 
 // The controller once held one lock across every daemon request: a stopped PS made every

@@ -24,6 +24,7 @@ struct ControllerOptions {
   std::string log_level = "info";
   unsigned default_lease_s = 30, max_lease_s = 3600, static_share = 4, check_every_s = 5,
            max_window = 4096;
+  bool keep_homes = false;
 };
 
 std::string read_file(const std::string& path) {
@@ -69,7 +70,7 @@ void serve(const ControllerOptions& o) {
   controller::ControllerService service(
       std::move(book), {o.state, operator_credential, admit_credential,
                         read_secret_file(o.daemon_secret_file, "daemon control secret"),
-                        std::move(tenants)});
+                        std::move(tenants), o.keep_homes});
   for (const auto& line : service.reconcile()) spdlog::info("controller: {}", line);
 
   // Signals are taken by sigtimedwait below, never by a handler on a gRPC thread.
@@ -130,6 +131,10 @@ void add_controller_command(CLI::App& app) {
                 "A job naming no static slice gets 1/N of each switch thread's pool; under the "
                 "atp policy each job's home (planned placement) is 1/N of the pool too")
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  c->add_flag("--keep-homes", o.keep_homes,
+              "Every job plans on its own home only (by default the blocks of a pool no job "
+              "holds are lent to the jobs next to them, and taken back as jobs arrive: "
+              "docs/sharing.md)");
   c->add_option("--max-window", o.max_window,
                 "Largest window a job may ask for (its PSs allocate state for it at admission)")
       ->capture_default_str()->check(CLI::Range(1u, 1u << 20));

@@ -59,4 +59,37 @@ std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vect
   return now;
 }
 
+std::vector<Slice> lend_idle_pool(std::span<const Slice> homes, std::uint32_t pool,
+                                  std::uint32_t block, std::span<const std::uint32_t> wants) {
+  if (homes.size() != wants.size())
+    throw std::invalid_argument("lend_idle_pool: one want per home");
+  if (block == 0) throw std::invalid_argument("lend_idle_pool: blocks of 0 aggregators");
+  std::vector<Slice> all(homes.begin(), homes.end());
+  std::vector<bool> present(homes.size(), true);
+  std::vector<std::uint32_t> all_wants(wants.begin(), wants.end());
+  for (std::uint32_t first = 0; first < pool;) {
+    // The idle run from `first` up to the next home or block boundary, whichever comes first.
+    std::uint64_t end = std::min<std::uint64_t>(pool, (std::uint64_t{first} / block + 1) * block);
+    bool held = false;
+    for (const Slice& h : homes) {
+      if (h.count == 0) continue;
+      if (h.first <= first && first < end_of(h)) {
+        held = true;
+        end = end_of(h);  // skip the home
+        break;
+      }
+      if (h.first > first && h.first < end) end = h.first;
+    }
+    if (!held) {
+      all.push_back({first, static_cast<std::uint32_t>(end - first)});
+      present.push_back(false);
+      all_wants.push_back(0);
+    }
+    first = static_cast<std::uint32_t>(std::min<std::uint64_t>(end, pool));
+  }
+  all = lend_idle_homes(all, present, all_wants);
+  all.resize(homes.size());
+  return all;
+}
+
 }  // namespace atp::control

@@ -22,4 +22,11 @@ namespace atp::control {
 std::vector<Slice> lend_idle_homes(std::span<const Slice> homes, const std::vector<bool>& present,
                                    std::span<const std::uint32_t> wants);
 
+// The same for jobs admitted one at a time (the controller's), where what no job holds is no
+// absent job's home: the pool's idle indexes, [0, pool) less every home, are cut into blocks
+// at multiples of `block` (the share each job is given) and lent as absent homes are. Returns
+// each job's home to plan on, in the order of `homes`.
+std::vector<Slice> lend_idle_pool(std::span<const Slice> homes, std::uint32_t pool,
+                                  std::uint32_t block, std::span<const std::uint32_t> wants);
+
 }  // namespace atp::control

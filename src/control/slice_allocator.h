@@ -13,6 +13,7 @@ namespace atp::control {
 struct Slice {
   std::uint32_t first = 0;
   std::uint32_t count = 0;
+  bool operator==(const Slice&) const = default;
 };
 
 class SliceAllocator {

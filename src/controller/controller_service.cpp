@@ -154,6 +154,7 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
     }();
     const std::uint32_t id = job.config.id;
     const auto cluster = book_.cluster_of(job);
+    lend_homes(homes_now(&job), deadline);  // the lenders give back its home before it lands
     fabric_.install(cluster, id, control::job_toml(job.config), deadline);
     if (context->IsCancelled()) {  // nobody would ever use (or renew) it
       fabric_.uninstall(cluster, id, deadline);
@@ -175,6 +176,7 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
         throw;
       }
     }
+    lend_homes(homes_now(), deadline);  // it grows over what is idle
     spdlog::info("controller: admitted job {} ('{}', {} workers)", id, request->name(),
                  request->workers_size());
   });
@@ -266,7 +268,44 @@ void ControllerService::remove(std::uint32_t id, const char* why, Time deadline)
     return cluster;
   }();
   fabric_.uninstall(cluster, id, deadline);
+  homes_told_.erase(id);
+  lend_homes(homes_now(), deadline);  // its home goes to the jobs next to it
   spdlog::info("controller: removed job {} ({})", id, why);
+}
+
+namespace {
+// What a PS that may not have taken its last home is compared as: no home equals it.
+constexpr control::Slice kHomeUnsure{~0u, 0};
+}  // namespace
+
+std::map<std::uint32_t, control::Slice> ControllerService::homes_now(const AdmittedJob* arriving) {
+  std::lock_guard lock(book_mutex_);
+  return book_.homes_to_plan_on(arriving);
+}
+
+void ControllerService::lend_homes(std::map<std::uint32_t, control::Slice> homes, Time deadline) {
+  if (options_.keep_homes) return;
+  struct Telling {
+    std::uint32_t id;
+    control::Slice home;
+    control::ClusterConfig cluster;
+  };
+  std::vector<Telling> tell;
+  {
+    std::lock_guard lock(book_mutex_);
+    for (const auto& [id, home] : homes) {
+      const AdmittedJob* job = book_.find(id);
+      if (job == nullptr) continue;  // the arriving job: not installed yet
+      const auto told = homes_told_.find(id);
+      const control::Slice was = told != homes_told_.end()
+                                     ? told->second
+                                     : control::Slice{job->config.home_first, job->config.home_count};
+      if (was != home)
+        tell.push_back({id, home, book_.cluster_of(*job)});
+    }
+  }
+  for (const Telling& t : tell)
+    homes_told_[t.id] = fabric_.set_home(t.cluster, t.id, t.home, deadline) ? t.home : kHomeUnsure;
 }
 
 void ControllerService::reap(Time now) {
@@ -288,6 +327,7 @@ void ControllerService::reap(Time now) {
       spdlog::error("controller: removing job {} after its lease: {}", id, e.what());
     }
   }
+  lend_homes(homes_now(), deadline);  // homes a PS did not take before are told again
 }
 
 // Each daemon is asked what it holds once, with kCallBudget of its own: reconciling runs on the
@@ -319,6 +359,7 @@ std::vector<std::string> ControllerService::reconcile() {
       const auto& jobs_there = held[d.name];
       if (!jobs_there || std::ranges::count(*jobs_there, id) > 0) continue;
       const std::string error = fabric_.install_on(d, id, control::job_toml(job.config), budget());
+      homes_told_[id] = kHomeUnsure;  // put back with its own home
       done.push_back("job " + std::to_string(id) + (error.empty() ? " put back on " + d.name
                                                                   : " not put back on " + d.name + ": " + error));
     }
@@ -327,6 +368,11 @@ std::vector<std::string> ControllerService::reconcile() {
     for (std::uint32_t id : held[d.name].value_or(std::vector<std::uint32_t>{}))
       if (!known.contains(id) && fabric_.remove_from(d, id, budget()))
         done.push_back("job " + std::to_string(id) + " (never answered) removed from " + d.name);
+  // After a restart the PSs may plan on homes lent before it: every job is told its home once.
+  if (!reconciled_once_)
+    for (std::uint32_t id : known) homes_told_[id] = kHomeUnsure;
+  reconciled_once_ = true;
+  lend_homes(homes_now(), budget());
   return done;
 }
 

@@ -22,6 +22,9 @@ struct ServiceOptions {
   // Each admits with its own credential, its jobs counted against its quota (JobBook's
   // Limits::quotas). With tenants and no admit_credential, only tenants may admit.
   std::vector<Tenant> tenants;
+  // Every job plans on its own home only; by default the idle blocks of the pool are lent to
+  // the jobs next to them (JobBook::homes_to_plan_on).
+  bool keep_homes = false;
 };
 
 // This moment on the monotonic and the wall clock (JobBook::save and load).
@@ -58,12 +61,20 @@ class ControllerService final : public v1::Controller::Service {
   // Everything but the daemons' counters (which GetJob adds).
   void fill_status(const AdmittedJob& job, v1::JobStatus* out) const;
   void save() const;
+  // Tells the PSs of every job whose home to plan on differs from what they last took; under
+  // fabric_mutex_. A home not taken is told again at the next call.
+  void lend_homes(std::map<std::uint32_t, control::Slice> homes, Time deadline);
+  // JobBook::homes_to_plan_on under the book's lock.
+  std::map<std::uint32_t, control::Slice> homes_now(const AdmittedJob* arriving = nullptr);
 
   std::mutex book_mutex_;
   std::timed_mutex fabric_mutex_;
   JobBook book_;
   FabricProgrammer fabric_;
   ServiceOptions options_;
+  // Per job, the home its PSs last took (absent: the one its TOML gave; under fabric_mutex_).
+  std::map<std::uint32_t, control::Slice> homes_told_;
+  bool reconciled_once_ = false;  // (under fabric_mutex_)
 };
 
 }  // namespace atp::controller

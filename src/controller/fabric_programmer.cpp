@@ -90,6 +90,21 @@ std::optional<std::vector<std::uint32_t>> FabricProgrammer::listed(const Daemon&
   return reply.at("jobs").get<std::vector<std::uint32_t>>();
 }
 
+bool FabricProgrammer::set_home(const control::ClusterConfig& cluster, std::uint32_t id,
+                                const control::Slice& home, Time deadline) {
+  bool all = true;
+  for (const auto& ps : cluster.job(id).parameter_servers) {
+    const Daemon d{ps, cluster.server_named(ps).control};
+    const auto reply =
+        ask(d, {{"cmd", "home"}, {"job", id}, {"first", home.first}, {"count", home.count}}, deadline);
+    if (reply.value("ok", false)) continue;
+    spdlog::warn("controller: job {}'s home [{}, +{}) not taken by {}: {}", id, home.first,
+                 home.count, ps, reply.value("error", std::string("no reason given")));
+    all = false;
+  }
+  return all;
+}
+
 nlohmann::json FabricProgrammer::stats(const control::ClusterConfig& cluster, std::uint32_t id,
                                        Time deadline) {
   nlohmann::json out = nlohmann::json::object();

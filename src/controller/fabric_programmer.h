@@ -44,6 +44,10 @@ class FabricProgrammer {
                          Time deadline);
   bool remove_from(const Daemon& daemon, std::uint32_t id, Time deadline);
   std::optional<std::vector<std::uint32_t>> listed(const Daemon& daemon, Time deadline);
+  // Tells each PS of job `id` to plan the job's seqs on `home` (a lent home, or its own back);
+  // returns whether every one took it.
+  bool set_home(const control::ClusterConfig& cluster, std::uint32_t id, const control::Slice& home,
+                Time deadline);
   // Each daemon's counters for the job: {"name": {...} or {"error": ...}}.
   nlohmann::json stats(const control::ClusterConfig& cluster, std::uint32_t id, Time deadline);
 

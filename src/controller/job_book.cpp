@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "control/home_lending.h"
 #include "control/private_file.h"
 #include "engines/ps/parameter_server.h"
 #include "engines/switch/switch_tables.h"
@@ -226,6 +227,43 @@ void JobBook::assign_home(AdmittedJob& a) const {
   }
   j.home_first = best;
   j.home_count = count;
+}
+
+std::map<std::uint32_t, control::Slice> JobBook::homes_to_plan_on(const AdmittedJob* arriving) const {
+  std::vector<const AdmittedJob*> planned;
+  for (const auto& [id, job] : jobs_)
+    if (job.config.placement == engines::Placement::planned) planned.push_back(&job);
+  if (arriving && arriving->config.placement == engines::Placement::planned)
+    planned.push_back(arriving);
+  std::map<std::uint32_t, control::Slice> out;
+  for (const AdmittedJob* a : planned)  // narrowed below to what every thread lends it
+    if (!a->home_threads.empty() && a->config.home_count > 0) out[a->config.id] = {0, ~0u};
+  std::set<std::uint64_t> threads;
+  for (const AdmittedJob* a : planned) threads.insert(a->home_threads.begin(), a->home_threads.end());
+  for (const std::uint64_t thread : threads) {
+    const control::SwitchSpec& s = fabric_.switches()[thread >> 32];
+    const std::uint32_t pool = s.aggregators / s.threads;
+    std::vector<std::uint32_t> ids, wants;
+    std::vector<control::Slice> homes;
+    for (const AdmittedJob* a : planned) {
+      if (std::ranges::count(a->home_threads, thread) == 0) continue;
+      const control::JobConfig& j = a->config;
+      ids.push_back(j.id);
+      // A job admitted without a home (a state from before homes) holds the whole pool.
+      homes.push_back(j.home_count > 0 ? control::Slice{j.home_first, j.home_count} : control::Slice{0, pool});
+      wants.push_back(j.borrow_aggregators ? 0 : j.window);
+    }
+    const auto grown = control::lend_idle_pool(homes, pool, std::max(1u, pool / std::max(1u, limits_.static_share)), wants);
+    for (std::size_t i = 0; i < ids.size(); ++i) {  // a home free on every thread the job crosses
+      if (!out.contains(ids[i])) continue;
+      control::Slice& now = out[ids[i]];
+      const std::uint64_t end = std::min<std::uint64_t>(std::uint64_t{now.first} + now.count,
+                                                        std::uint64_t{grown[i].first} + grown[i].count);
+      now.first = std::max(now.first, grown[i].first);
+      now.count = static_cast<std::uint32_t>(end - now.first);
+    }
+  }
+  return out;
 }
 
 void JobBook::record(AdmittedJob job) {

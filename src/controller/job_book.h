@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "control/cluster_config.h"
+#include "control/slice_allocator.h"
 #include "controller/controller_error.h"
 #include "controller/job_terms.h"
 #include "controller/tenants.h"
@@ -84,6 +85,12 @@ class JobBook {
   void unclaim(std::uint32_t id);
   std::vector<std::uint32_t> expired(Time now) const;
   std::vector<std::uint32_t> ids() const;
+
+  // Each planned job's home to plan on now (control/home_lending.h, lend_idle_pool): its own,
+  // grown over the blocks of its pools that no admitted job's home holds, up to its window, on
+  // every ATP switch thread its sums cross. A job that borrows keeps its own. `arriving`
+  // counts as admitted (the homes to shrink before it is installed).
+  std::map<std::uint32_t, control::Slice> homes_to_plan_on(const AdmittedJob* arriving = nullptr) const;
 
   const control::ClusterConfig& fabric() const { return fabric_; }
   // The fabric with this one job: what its switches, PSs and workers derive their entries from.

@@ -6,6 +6,9 @@
 //   {"cmd":"admit","jobs":TOML,"job":ID}        -> the same from [[job]] tables over the daemon's
 //                                                  own fabric (what the controller sends)
 //   {"cmd":"remove","job":ID}                   -> removes it (a switch frees its aggregators)
+//   {"cmd":"home","job":ID,"first":F,"count":C} -> a PS plans the job's seqs on aggregators
+//                                                  [F, F + C) from now on (the controller lends
+//                                                  idle blocks of the pool: home_lending.h)
 // Over TCP every request also carries "secret" (see carries_secret).
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -13,6 +16,7 @@
 #include <string>
 
 #include "control/cluster_config.h"
+#include "control/slice_allocator.h"
 #include "control/same_secret.h"
 
 namespace atp::daemons {
@@ -26,17 +30,18 @@ inline bool carries_secret(const nlohmann::json& request, const std::string& sec
   return control::same_secret(it->get_ref<const std::string&>(), secret);
 }
 
-// The request's "job": a whole number that is a job id. (get<uint32_t> alone would wrap
-// 2^32 + 1 onto job 1, and remove it.)
-inline std::uint32_t job_of(const nlohmann::json& request) {
-  const auto it = request.find("job");
+// The request's `key`: a whole number within 32 bits. (get<uint32_t> alone would wrap 2^32 + 1
+// onto 1: a request naming job 2^32 + 1 once removed job 1.)
+inline std::uint32_t u32_of(const nlohmann::json& request, const char* key, const char* what) {
+  const auto it = request.find(key);
   const bool whole = it != request.end() && it->is_number_integer();
   if (!whole || (it->is_number_unsigned() ? it->get<std::uint64_t>() > 0xFFFFFFFFu
                                           : it->get<std::int64_t>() < 0 ||
                                                 it->get<std::int64_t>() > 0xFFFFFFFF))
-    throw std::invalid_argument("\"job\" must be a job id from 0 to 4294967295");
+    throw std::invalid_argument("\"" + std::string(key) + "\" must be " + what + " from 0 to 4294967295");
   return it->get<std::uint32_t>();
 }
+inline std::uint32_t job_of(const nlohmann::json& request) { return u32_of(request, "job", "a job id"); }
 
 template <typename Daemon>
 nlohmann::json answer_control(Daemon& daemon, const nlohmann::json& request) {
@@ -56,7 +61,16 @@ nlohmann::json answer_control(Daemon& daemon, const nlohmann::json& request) {
       daemon.admit(control::ClusterConfig::load(request.at("config").get<std::string>()), job);
     return {{"ok", true}};
   }
-  return {{"ok", false}, {"error", "unknown command '" + cmd + "' (list, stats, admit, remove)"}};
+  if (cmd == "home") {
+    if constexpr (requires { daemon.set_home(0u, control::Slice{}); }) {
+      daemon.set_home(job_of(request), {u32_of(request, "first", "an aggregator index"),
+                                        u32_of(request, "count", "a number of aggregators")});
+      return {{"ok", true}};
+    } else {
+      return {{"ok", false}, {"error", "only a parameter server plans a job's home"}};
+    }
+  }
+  return {{"ok", false}, {"error", "unknown command '" + cmd + "' (list, stats, admit, remove, home)"}};
 }
 
 }  // namespace atp::daemons

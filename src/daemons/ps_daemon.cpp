@@ -73,6 +73,23 @@ bool PsDaemon::remove_job(std::uint32_t job) {
   return ps_.remove_job(job);
 }
 
+void PsDaemon::set_home(std::uint32_t id, const control::Slice& home) {
+  const engines::PsJob* job = ps_.job(id);
+  const std::string which = "parameter server '" + name_ + "': job " + std::to_string(id);
+  if (job == nullptr) throw std::invalid_argument(which + " is not here");
+  if (job->home.count == 0 || job->pool_size == 0)
+    throw std::invalid_argument(which + " plans no home (its placement is not planned)");
+  if (job->borrow) throw std::invalid_argument(which + " borrows aggregators: it keeps its own home");
+  if (home.count == 0 || std::uint64_t{home.first} + home.count > job->pool_size)
+    throw std::invalid_argument(which + ": a home of " + std::to_string(home.count) + " from " +
+                                std::to_string(home.first) + " is not within its pool of " +
+                                std::to_string(job->pool_size));
+  engines::HomeSlice slice = job->home;
+  slice.first = home.first;
+  slice.count = home.count;
+  ps_.set_home(id, slice);
+}
+
 void PsDaemon::attach(runtime::EventLoop& loop) {
   loop.watch(socket_.fd(), [this] { on_readable(); });
 }
@@ -102,6 +119,8 @@ nlohmann::json PsDaemon::stats() const {
     engines::for_each_field(*ps_.job_counters(id),
                             [&](const char* name, std::uint64_t v) { job[name] = v; });
     job["entries_in_use"] = ps_.entries_in_use(id);
+    if (const engines::PsJob* config = ps_.job(id); config && config->home.count > 0)
+      job["home"] = {{"first", config->home.first}, {"count", config->home.count}};
   }
   nlohmann::json out = {{"ps", name_}, {"jobs", jobs},
                         {"ip_ce_received", socket_.counters().congestion_experienced},

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "control/cluster_config.h"
+#include "control/slice_allocator.h"
 #include "engines/ps/parameter_server.h"
 #include "runtime/event_loop.h"
 #include "runtime/udp_socket.h"
@@ -26,6 +27,10 @@ class PsDaemon {
   std::vector<std::uint32_t> job_ids() const { return jobs_; }
   void admit(const control::ClusterConfig& cluster, std::uint32_t job);
   bool remove_job(std::uint32_t job);
+  // Plans the job's seqs on `home` from now on (its PS engine's set_home); throws
+  // std::invalid_argument for a job it does not hold, one that plans no home or borrows, or a
+  // home outside the job's pool.
+  void set_home(std::uint32_t job, const control::Slice& home);
 
  private:
   void add_job(engines::PsJob job);
