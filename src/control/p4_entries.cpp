@@ -333,18 +333,38 @@ std::string bfrt_python_script(const P4Entries& entries, const std::string& prog
   if (remove)
     for (const auto& e : entries.tables) s += bfrt_line(e, true) + "\n";
   if (entries.stale_after && !remove)
-    s += fmt::format(
-        "\n# The claim clock (engines::claim_clock): the epoch, from 2, every stale_after / 2.\n"
-        "# Without it no abandoned aggregator is ever taken over: run it in a long-lived\n"
-        "# bfrt_python session.\n"
-        "def claim_clock_forever(stale_after_s={}):\n"
-        "    import time\n"
-        "    start = time.monotonic()\n"
-        "    while True:\n"
-        "        epoch = 2 + int((time.monotonic() - start) / (stale_after_s / 2))\n"
-        "        p4.AtpIngress.claim_epoch.mod(REGISTER_INDEX=0, f1=epoch)\n"
-        "        time.sleep(stale_after_s / 8)\n",
-        static_cast<double>(entries.stale_after) / kSecond);
+    s += fmt::format(R"(
+# The claim clock (engines::claim_clock): the epoch, from 2, every stale_after / 2. Without it
+# no abandoned aggregator is ever taken over, and an orphan could be joined 2^32 fragments
+# later (a wrong sum): run it in a long-lived bfrt_python session, and watch its heartbeat
+# file, one line "UNIX_TIME epoch N ok|FAILED WHY failures COUNT" rewritten every tick. A line
+# older than stale_after / 2, or one that says FAILED, is a clock that does not tick. A failed
+# write is said on stderr, counted and tried again at the next tick; it never ends the loop.
+def claim_clock_forever(stale_after_s={}, heartbeat="/run/atp-claim-clock", ticks=None):
+    import os, sys, time
+    start = time.monotonic()
+    failures, tick = 0, 0
+    while ticks is None or tick < ticks:
+        tick += 1
+        epoch = 2 + int((time.monotonic() - start) / (stale_after_s / 2))
+        try:
+            p4.AtpIngress.claim_epoch.mod(REGISTER_INDEX=0, f1=epoch)
+            state = "ok"
+        except Exception as e:
+            failures += 1
+            state = "FAILED " + " ".join(str(e).split())
+            print(f"atp claim clock: epoch {{epoch}} not written ({{failures}} failures): {{e}}",
+                  file=sys.stderr, flush=True)
+        try:
+            with open(heartbeat + ".tmp", "w") as f:
+                f.write(f"{{time.time():.3f}} epoch {{epoch}} {{state}} failures {{failures}}\n")
+            os.replace(heartbeat + ".tmp", heartbeat)
+        except OSError as e:
+            print(f"atp claim clock: heartbeat {{heartbeat}} not written: {{e}}", file=sys.stderr,
+                  flush=True)
+        time.sleep(stale_after_s / 8)
+)",
+                     static_cast<double>(entries.stale_after) / kSecond);
   return s;
 }
 
