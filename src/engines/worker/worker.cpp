@@ -416,13 +416,18 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
   const Duration reorder_window =
       rtt_.has_sample() ? std::max<Duration>({rtt_.srtt() / 4, 2 * rtt_.rttvar(), 1})
                         : std::numeric_limits<Duration>::max();
+  // A resend's answer waits for no other worker (the others' contributions are in), so it
+  // comes back sooner than a first transmission's: a fresh fragment is timed against it only
+  // once older than fresh answers take (srtt), not than the quickest one did (min_rtt).
+  const bool quick_answer = acked.retransmits > 0;
   for (std::uint32_t u = base_; u != end; ++u) {
     Fragment& g = slot(u);
     if (!g.active || g.acked || g.last_sent > acked.last_sent) continue;
     if (shard_of(u) != shard_of(acked.seq)) continue;
     const bool overtaken = g.retransmits == 0 && seq_distance(acked.seq, u) >= threshold;
+    const Duration due = quick_answer && g.retransmits == 0 ? rtt_.srtt() : answer_due(g);
     if (!overtaken && (acked.last_sent - g.last_sent < reorder_window ||
-                       now - g.last_sent < answer_due(g) + reorder_window))
+                       now - g.last_sent < due + reorder_window))
       continue;
     if (g.deferred) continue;  // the lead's recovery, or the fallback, sees to it
     if (g.retransmits == 0 && !leads_recovery(u)) {
