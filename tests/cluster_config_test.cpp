@@ -229,6 +229,16 @@ TEST(ClusterConfig, SizesBeyondTheHeadersFieldsAreRejected) {
   EXPECT_EQ(c.jobs()[0].id, 32767u);
   expect_rejected(std::string(kSwitch) + kPs + "[[job]]\nid = 1\nvalues_per_packet = 1025" + one_worker,
                   "values_per_packet");
+  // K beyond what the switch aggregates: every fragment would pass it unaggregated, as a job of
+  // 64 did on a P4 switch of 14 without a word (issue 33). A switch that aggregates nothing
+  // (policy "none") passes every fragment anyway.
+  expect_rejected(std::string(kSwitch) + "values_per_aggregator = 14\n" + kPs +
+                      "[[job]]\nid = 1\nvalues_per_packet = 64" + one_worker,
+                  "values_per_packet 64 is more than switch 'r' aggregates (values_per_aggregator 14)");
+  EXPECT_NO_THROW(ClusterConfig::parse(std::string(kSwitch) + "values_per_aggregator = 14\npolicy = \"none\"\n" +
+                                       kPs + "[[job]]\nid = 1\nvalues_per_packet = 64" + one_worker));
+  EXPECT_NO_THROW(ClusterConfig::parse(std::string(kSwitch) + "values_per_aggregator = 14\n" + kPs +
+                                       "[[job]]\nid = 1\nvalues_per_packet = 14" + one_worker));
   // Found by the config fuzzer: accepted by the file, then refused by the switch at start.
   expect_rejected(std::string(kSwitch) + "values_per_aggregator = 2256\n" + kPs, "values_per_aggregator");
   expect_rejected(std::string(kSwitch) + "passes = 3\n" + kPs, "passes must divide");

@@ -283,16 +283,21 @@ class Bmv2Topology(Topology):
 
     def start_switches(self, program, config, binary, log):
         """simple_switch in every switch namespace, configured by `atp p4 config`; returns
-        them with their claim clock running."""
-        for device_id, (ns, name) in enumerate(self.switch_names()):
-            ports = {n: dev for n, (dev, _, _) in self.wiring[ns].items()}
-            switch = Bmv2Switch(name, ns, ports, device_id, program, log)
-            self.switches.append(switch)
+        them with their claim clock running. Every switch's entries are derived before any
+        simple_switch starts: what the P4 programs cannot hold is refused with `atp p4
+        config`'s reason, and nothing is left running."""
+        entries = {}
+        for ns, name in self.switch_names():
             commands = subprocess.run([binary, "p4", "config", "--config", config, "--switch", name],
                                       capture_output=True, text=True)
             if commands.returncode != 0:
                 raise RuntimeError(f"atp p4 config --switch {name}: {commands.stderr.strip()}")
-            switch.configure([c for c in commands.stdout.split("\n") if c.strip()])
+            entries[name] = [c for c in commands.stdout.split("\n") if c.strip()]
+        for device_id, (ns, name) in enumerate(self.switch_names()):
+            ports = {n: dev for n, (dev, _, _) in self.wiring[ns].items()}
+            switch = Bmv2Switch(name, ns, ports, device_id, program, log)
+            self.switches.append(switch)
+            switch.configure(entries[name])
             switch.tick()
         clock = ClaimClock(self.switches, log)
         clock.start()

@@ -73,6 +73,16 @@ def start_software_switches(topo, config, binary, log):
             for ns, name in topo.switch_names()]
 
 
+def cleanup_step(step, failed):
+    """Runs one step of a run's cleanup; its error goes to stderr, and `failed` is returned in
+    its place, so the error that ended the run (if one did) is the one raised."""
+    try:
+        return step()
+    except Exception as e:  # noqa: BLE001 (a cleanup step must not mask the run's own error)
+        print(f"atp cluster: cleanup: {type(e).__name__}: {e}", file=sys.stderr)
+        return failed
+
+
 def run_system(system, topo, args, workdir):
     """Runs every job on `system`; returns one report per job (workers' reports inside)."""
     kind, policy = SYSTEMS[system]
@@ -120,7 +130,8 @@ def run_system(system, topo, args, workdir):
                 workers.append((topo.spawn(topo.host(r, h), cmd, log), out))
         reports = wait_reports(workers, args.timeout, cpu)
     finally:
-        traffic = watch.stop()
+        # Every step runs whatever the others do, and none hides the error that ended the run.
+        traffic = cleanup_step(watch.stop, {})
         wall = time.time() - started
         everyone = [("workers", w) for w, _ in workers if w.returncode is None] + daemons
         for _, p in everyone:
@@ -129,10 +140,11 @@ def run_system(system, topo, args, workdir):
             except ProcessLookupError:
                 pass
         for role, p in everyone:
-            cpu[role] = cpu.get(role, 0) + wait_with_cpu(p, 10)
+            cpu[role] = cpu.get(role, 0) + cleanup_step(lambda: wait_with_cpu(p, 10), 0.0)
         if clock:
-            clock.stop()
-            p4_steps = topo.stop_switches()  # a fresh BMv2 per system: no state carried over
+            cleanup_step(clock.stop, None)
+        if args.switch == "bmv2":  # also those started before a failure: none is left running
+            p4_steps = cleanup_step(topo.stop_switches, None)  # a fresh BMv2 per system
         log.close()
 
     jobs = []

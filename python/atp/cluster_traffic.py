@@ -131,6 +131,7 @@ class RunWatch:
         self.flow = TcpFlow(topo.rack_switch(0), topo.server(0), topo.server_ip(0), log) if tcp_flow else None
         self.probe = QueueProbe(topo.rack_switch(0), "up0", topo.rate_mbit) if tcp_flow else None
         self.result = None
+        self.started = None
 
     def start(self):
         namespaces = self.namespaces()
@@ -145,6 +146,9 @@ class RunWatch:
 
     def stop(self):
         if self.result is not None:
+            return self.result
+        if self.started is None:  # the run failed before it started: nothing was measured
+            self.result = {}
             return self.result
         ended = time.time()
         namespaces = self.namespaces()

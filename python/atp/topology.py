@@ -221,10 +221,15 @@ def cluster_file(topo, args, policy):
         lines += topo.wiring_lines(topo.SPINE)
     for j in range(jobs):
         lines += ["[[ps]]", f'name = "ps{j + 1}"', f'address = "{topo.server_ip(j)}:9100"']
+    # A P4 switch maps a static slice with a mask: each job's share of the pool, cut to a power
+    # of two (a software switch takes the whole share, the switches' own derivation).
+    p4_static = policy == "static" and getattr(args, "switch", "software") == "bmv2"
     for j in range(jobs):
         lines += ["[[job]]", f"id = {j + 1}", f"window = {window}",
                   f"values_per_packet = {values_per_packet}", "deadline_ms = 120000",
                   f'parameter_servers = ["ps{j + 1}"]']
+        if p4_static and args.aggregators >= jobs:
+            lines.append(f"static_aggregators = {1 << ((args.aggregators // jobs).bit_length() - 1)}")
         if args.no_congestion_control:
             lines.append("congestion_control = false")
         if args.aggregator_window:

@@ -355,6 +355,14 @@ void ClusterConfig::validate(const std::string& origin) const {
     for (const auto& s : switches_)
       if (j.static_aggregators > s.aggregators / s.threads && serves(s, j))
         fail(origin, where + ": static_aggregators beyond switch '" + s.name + "'s pool per thread");
+    // A fragment longer than an aggregator passes the switch unaggregated (to the PS): a job
+    // whose every fragment would is a mistake to refuse, not to run at PS-only speed.
+    for (const auto& s : switches_)
+      if (s.policy != engines::Policy::none && serves(s, j) && j.values_per_packet > s.values_per_aggregator)
+        fail(origin, where + ": values_per_packet " + std::to_string(j.values_per_packet) +
+                         " is more than switch '" + s.name + "' aggregates (values_per_aggregator " +
+                         std::to_string(s.values_per_aggregator) +
+                         "): every fragment would pass it unaggregated; use at most that");
     for (const auto& s : switches_)
       if (j.home_count > 0 && s.policy == engines::Policy::atp && serves(s, j) &&
           std::uint64_t{j.home_first} + j.home_count > s.aggregators / s.threads)
