@@ -56,6 +56,27 @@ TEST(Cluster, OneJobIsExactAndFullyAggregatedInNetwork) {
   EXPECT_EQ(r.jobs[0].workers.timeouts, 0u);
 }
 
+// --frame-bytes charges each packet's Ethernet, IP and UDP framing on the wire: a link-bound
+// job then runs at the gradient share of docs/p4.md's goodput model, 4K / (110 + 4K), where it
+// ran at 4K / (44 + 4K) counting the ATP packet alone.
+TEST(Cluster, FramingOnTheWireSlowsALinkBoundJobAsTheGoodputModelSays) {
+  Scenario s = small();
+  s.window = 256;
+  s.aggregators = 1024;
+  s.tensor_bytes = 4 << 20;
+  s.iterations = 3;
+  // Bits per ns over the iterations after the first (sim_report's steady_gbps).
+  auto steady_gbps = [](const JobReport& j) {
+    return double(j.tensor_bytes) / j.iterations * (j.iterations - 1) * 8 /
+           double(j.communication_time - j.first_allreduce_time);
+  };
+  const double bare = steady_gbps(run(s).jobs[0]);
+  s.frame_bytes = 66;
+  const double framed = steady_gbps(run(s).jobs[0]);
+  EXPECT_NEAR(bare / 100, 256.0 / 300, 0.02);  // K = 64, 100 Gbit/s links
+  EXPECT_NEAR(framed / 100, 256.0 / 366, 0.02);
+}
+
 // The paper's loss model: only the first worker's link drops, both ways.
 TEST(Cluster, LossOnOneWorkersLinkIsRecoveredExactly) {
   Scenario s = small();

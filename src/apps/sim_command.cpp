@@ -125,6 +125,11 @@ void add_sim_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--delay-us", s.delay_us, "Propagation delay per link (us)")
       ->capture_default_str();
+  cmd->add_option("--frame-bytes", s.frame_bytes,
+                  "Wire bytes each packet takes beyond the ATP packet on every link: 66 for "
+                  "Ethernet, IPv4 and UDP headers, FCS, preamble and gap, so that speeds are a "
+                  "real link's (docs/p4.md, the goodput model); 0 counts the ATP packet alone")
+      ->capture_default_str()->check(CLI::Range(0u, 9000u));
   cmd->add_option("--loss", s.loss, "Packet loss probability per link")->capture_default_str();
   cmd->add_option("--loss-one-worker", s.loss_one_worker,
                   "Loss probability on the first job's first worker's link only, both ways (the "

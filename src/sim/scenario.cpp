@@ -36,6 +36,7 @@ std::string Scenario::command_line() const {
       borrow_aggregators ? " --borrow-aggregators" : "", keep_homes ? " --keep-homes" : "",
       placement != "planned" ? " --placement " + placement : "",
       no_congestion_control ? " --no-congestion-control" : "", rack_only ? " --rack-only" : "") +
+         (frame_bytes > 0 ? fmt::format(" --frame-bytes {}", frame_bytes) : "") +
          model_options();
 }
 
@@ -188,6 +189,7 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   LinkSpec link;
   link.gbps = s.link_gbps;
   link.delay = static_cast<Duration>(s.delay_us * kMicrosecond);
+  link.frame_bytes = s.frame_bytes;
   link.loss = s.loss;
   link.reorder = s.reorder;
   link.duplicate = s.duplicate;

@@ -45,6 +45,8 @@ struct Scenario {
   double link_gbps = 100;
   double core_gbps = 0;  // switch-to-switch links; 0: link_gbps
   double delay_us = 1;
+  // Wire bytes per packet beyond the ATP packet (Ethernet, IP, UDP, FCS, preamble, gap: 66).
+  unsigned frame_bytes = 0;
   double loss = 0;
   // Loss on the first job's first worker's link only, both ways (on top of `loss`).
   double loss_one_worker = 0;

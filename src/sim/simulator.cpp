@@ -65,11 +65,12 @@ void Simulator::send(NodeId from, NodeId to, std::span<const std::uint8_t> bytes
   const double bytes_per_ns = spec.gbps / 8;
   const Time start = std::max(now_, link.busy_until);
   if (spec.gbps > 0) {
-    if (queued_bytes(link) + bytes.size() > spec.queue_bytes) {
+    const std::size_t wire_bytes = bytes.size() + spec.frame_bytes;
+    if (queued_bytes(link) + wire_bytes > spec.queue_bytes) {
       ++link.counters.tail_dropped;
       return;
     }
-    link.busy_until = start + static_cast<Time>(static_cast<double>(bytes.size()) / bytes_per_ns);
+    link.busy_until = start + static_cast<Time>(static_cast<double>(wire_bytes) / bytes_per_ns);
   }
   Time arrive = link.busy_until > now_ ? link.busy_until + spec.delay : now_ + spec.delay;
   if (rng_.chance(spec.reorder)) {

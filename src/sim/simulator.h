@@ -18,6 +18,9 @@ namespace atp::sim {
 
 struct LinkSpec {
   double gbps = 100;                     // 0: infinitely fast
+  // What a packet takes on the wire beyond its bytes here (the ATP packet or a ring chunk):
+  // Ethernet, IPv4 and UDP headers, FCS, preamble and gap are 66 (docs/p4.md's goodput model).
+  std::size_t frame_bytes = 0;
   Duration delay = 1 * kMicrosecond;     // propagation
   std::size_t queue_bytes = 4 << 20;     // drop-tail limit
   std::size_t ecn_bytes = 256 << 10;     // a switch marks ECN when the queue is above this
