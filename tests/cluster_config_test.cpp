@@ -239,6 +239,11 @@ TEST(ClusterConfig, SizesBeyondTheHeadersFieldsAreRejected) {
                                        kPs + "[[job]]\nid = 1\nvalues_per_packet = 64" + one_worker));
   EXPECT_NO_THROW(ClusterConfig::parse(std::string(kSwitch) + "values_per_aggregator = 14\n" + kPs +
                                        "[[job]]\nid = 1\nvalues_per_packet = 14" + one_worker));
+  // A one-rack job's sums pass its rack's uplink unaggregated: a narrower spine is no limit.
+  const std::string spine = "[[switch]]\nname = \"s\"\naddress = \"127.0.0.1:4\"\nlevel = 2\n"
+                            "values_per_aggregator = 14\n";
+  EXPECT_NO_THROW(ClusterConfig::parse(spine + kSwitch + "uplink = \"s\"\n" + kPs +
+                                       "[[job]]\nid = 1\nvalues_per_packet = 64" + one_worker));
   // Found by the config fuzzer: accepted by the file, then refused by the switch at start.
   expect_rejected(std::string(kSwitch) + "values_per_aggregator = 2256\n" + kPs, "values_per_aggregator");
   expect_rejected(std::string(kSwitch) + "passes = 3\n" + kPs, "passes must divide");

@@ -106,6 +106,8 @@ TEST(JobBook, IdleBlocksOfThePoolAreLentToTheJobsNextToThem) {
   EXPECT_EQ(book.homes_to_plan_on(), (Homes{{1, {0, 16}}, {2, {16, 16}}, {3, {32, 16}}}));
   book.erase(2);
   EXPECT_EQ(book.homes_to_plan_on(), (Homes{{1, {0, 32}}, {3, {32, 16}}}));
+  // A controller that keeps homes tells each PS its job's own (after a restart from lending).
+  EXPECT_EQ(book.homes_to_plan_on(nullptr, false), (Homes{{1, {0, 16}}, {3, {32, 16}}}));
 }
 
 // A tenant's jobs together stay within its aggregators and PS memory: each refusal names the

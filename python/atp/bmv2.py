@@ -116,8 +116,13 @@ class Bmv2Switch:
             ["ip", "netns", "exec", ns, "simple_switch", "--device-id", str(device_id),
              "--thrift-port", str(self.thrift_port), "--notifications-addr",
              "ipc://" + self.notifications, *interfaces, program], stdout=log, stderr=log)
-        wait_for_port(ns, self.thrift_port)
-        self.cli = Cli(self.thrift_port, ns)
+        try:
+            wait_for_port(ns, self.thrift_port)
+            self.cli = Cli(self.thrift_port, ns)
+        except BaseException:
+            self.proc.kill()  # not yet among the topology's switches: nobody else would stop it
+            self.proc.wait()
+            raise
         self.started = time.monotonic()
         self.epoch = None
 
@@ -142,7 +147,12 @@ class Bmv2Switch:
         return counts
 
     def close(self):
-        self.cli.close()
+        try:
+            self.cli.close()
+        finally:
+            self._stop_process()
+
+    def _stop_process(self):
         self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
@@ -305,11 +315,17 @@ class Bmv2Topology(Topology):
 
     def stop_switches(self):
         """Stops every switch; returns each one's packets per next step."""
-        steps = {}
-        for s in self.switches:
+        steps, errors = {}, []
+        for s in self.switches:  # every one is closed, whatever another one did
             try:
                 steps[s.name] = s.next_steps()
-            finally:
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{s.name}: {e}")
+            try:
                 s.close()
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{s.name} closing: {e}")
         self.switches = []
+        if errors:
+            raise RuntimeError("stopping the BMv2 switches: " + "; ".join(errors))
         return steps

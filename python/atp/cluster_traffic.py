@@ -148,6 +148,11 @@ class RunWatch:
         if self.result is not None:
             return self.result
         if self.started is None:  # the run failed before it started: nothing was measured
+            if self.flow:
+                try:
+                    self.flow.stop((time.time(), time.time()))  # it may have started
+                except Exception:  # noqa: BLE001 (it had not)
+                    pass
             self.result = {}
             return self.result
         ended = time.time()

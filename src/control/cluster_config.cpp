@@ -357,8 +357,10 @@ void ClusterConfig::validate(const std::string& origin) const {
         fail(origin, where + ": static_aggregators beyond switch '" + s.name + "'s pool per thread");
     // A fragment longer than an aggregator passes the switch unaggregated (to the PS): a job
     // whose every fragment would is a mistake to refuse, not to run at PS-only speed.
-    for (const auto& s : switches_)
-      if (s.policy != engines::Policy::none && serves(s, j) && j.values_per_packet > s.values_per_aggregator)
+    for (const auto& s : switches_)  // (a one-rack job's sums pass its spine unaggregated)
+      if (s.policy != engines::Policy::none && serves(s, j) &&
+          (s.level == proto::Level::rack || p.racks.size() > 1) &&
+          j.values_per_packet > s.values_per_aggregator)
         fail(origin, where + ": values_per_packet " + std::to_string(j.values_per_packet) +
                          " is more than switch '" + s.name + "' aggregates (values_per_aggregator " +
                          std::to_string(s.values_per_aggregator) +

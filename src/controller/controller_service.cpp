@@ -154,7 +154,7 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
     }();
     const std::uint32_t id = job.config.id;
     const auto cluster = book_.cluster_of(job);
-    lend_homes(homes_now(&job), deadline);  // the lenders give back its home before it lands
+    lend_homes(homes_now(&job), deadline, false);  // the lenders give its home back first
     fabric_.install(cluster, id, control::job_toml(job.config), deadline);
     if (context->IsCancelled()) {  // nobody would ever use (or renew) it
       fabric_.uninstall(cluster, id, deadline);
@@ -176,7 +176,7 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
         throw;
       }
     }
-    lend_homes(homes_now(), deadline);  // it grows over what is idle
+    lend_homes(homes_now(), deadline, false);  // it grows over what is idle
     spdlog::info("controller: admitted job {} ('{}', {} workers)", id, request->name(),
                  request->workers_size());
   });
@@ -269,22 +269,27 @@ void ControllerService::remove(std::uint32_t id, const char* why, Time deadline)
   }();
   fabric_.uninstall(cluster, id, deadline);
   homes_told_.erase(id);
-  lend_homes(homes_now(), deadline);  // its home goes to the jobs next to it
+  lend_homes(homes_now(), deadline, false);  // its home goes to the jobs next to it
   spdlog::info("controller: removed job {} ({})", id, why);
 }
 
 namespace {
 // What a PS that may not have taken its last home is compared as: no home equals it.
 constexpr control::Slice kHomeUnsure{~0u, 0};
+constexpr Duration kHomeRequestBudget = 1 * kSecond;
 }  // namespace
 
 std::map<std::uint32_t, control::Slice> ControllerService::homes_now(const AdmittedJob* arriving) {
   std::lock_guard lock(book_mutex_);
-  return book_.homes_to_plan_on(arriving);
+  return book_.homes_to_plan_on(arriving, !options_.keep_homes);
 }
 
-void ControllerService::lend_homes(std::map<std::uint32_t, control::Slice> homes, Time deadline) {
-  if (options_.keep_homes) return;
+// Each home request has a short budget of its own, and a PS that does not answer is not asked
+// again in the same round: a stopped PS costs a call about a second, never its whole budget.
+// Homes a PS did not take are told again only by the rounds that retry (reap, reconcile), so
+// that an admission never waits on a stopped lender's PS.
+void ControllerService::lend_homes(std::map<std::uint32_t, control::Slice> homes, Time deadline,
+                                   bool retry_unsure) {
   struct Telling {
     std::uint32_t id;
     control::Slice home;
@@ -297,15 +302,19 @@ void ControllerService::lend_homes(std::map<std::uint32_t, control::Slice> homes
       const AdmittedJob* job = book_.find(id);
       if (job == nullptr) continue;  // the arriving job: not installed yet
       const auto told = homes_told_.find(id);
+      if (told != homes_told_.end() && told->second == kHomeUnsure && !retry_unsure) continue;
       const control::Slice was = told != homes_told_.end()
                                      ? told->second
                                      : control::Slice{job->config.home_first, job->config.home_count};
-      if (was != home)
-        tell.push_back({id, home, book_.cluster_of(*job)});
+      if (was != home) tell.push_back({id, home, book_.cluster_of(*job)});
     }
   }
-  for (const Telling& t : tell)
-    homes_told_[t.id] = fabric_.set_home(t.cluster, t.id, t.home, deadline) ? t.home : kHomeUnsure;
+  std::set<std::string> unanswered;
+  for (const Telling& t : tell) {
+    const Time budget = std::min(deadline, runtime::monotonic_now() + kHomeRequestBudget);
+    homes_told_[t.id] =
+        fabric_.set_home(t.cluster, t.id, t.home, budget, unanswered) ? t.home : kHomeUnsure;
+  }
 }
 
 void ControllerService::reap(Time now) {
@@ -327,7 +336,7 @@ void ControllerService::reap(Time now) {
       spdlog::error("controller: removing job {} after its lease: {}", id, e.what());
     }
   }
-  lend_homes(homes_now(), deadline);  // homes a PS did not take before are told again
+  lend_homes(homes_now(), deadline, true);  // homes a PS did not take before are told again
 }
 
 // Each daemon is asked what it holds once, with kCallBudget of its own: reconciling runs on the
@@ -372,7 +381,7 @@ std::vector<std::string> ControllerService::reconcile() {
   if (!reconciled_once_)
     for (std::uint32_t id : known) homes_told_[id] = kHomeUnsure;
   reconciled_once_ = true;
-  lend_homes(homes_now(), budget());
+  lend_homes(homes_now(), budget(), true);
   return done;
 }
 

@@ -62,9 +62,9 @@ class ControllerService final : public v1::Controller::Service {
   void fill_status(const AdmittedJob& job, v1::JobStatus* out) const;
   void save() const;
   // Tells the PSs of every job whose home to plan on differs from what they last took; under
-  // fabric_mutex_. A home not taken is told again at the next call.
-  void lend_homes(std::map<std::uint32_t, control::Slice> homes, Time deadline);
-  // JobBook::homes_to_plan_on under the book's lock.
+  // fabric_mutex_. A home not taken is told again by a call with `retry_unsure`.
+  void lend_homes(std::map<std::uint32_t, control::Slice> homes, Time deadline, bool retry_unsure);
+  // JobBook::homes_to_plan_on under the book's lock (own homes only with keep_homes).
   std::map<std::uint32_t, control::Slice> homes_now(const AdmittedJob* arriving = nullptr);
 
   std::mutex book_mutex_;

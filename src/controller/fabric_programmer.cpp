@@ -91,15 +91,21 @@ std::optional<std::vector<std::uint32_t>> FabricProgrammer::listed(const Daemon&
 }
 
 bool FabricProgrammer::set_home(const control::ClusterConfig& cluster, std::uint32_t id,
-                                const control::Slice& home, Time deadline) {
+                                const control::Slice& home, Time deadline,
+                                std::set<std::string>& unanswered) {
   bool all = true;
   for (const auto& ps : cluster.job(id).parameter_servers) {
+    if (unanswered.contains(ps)) {
+      all = false;
+      continue;
+    }
     const Daemon d{ps, cluster.server_named(ps).control};
     const auto reply =
         ask(d, {{"cmd", "home"}, {"job", id}, {"first", home.first}, {"count", home.count}}, deadline);
     if (reply.value("ok", false)) continue;
     spdlog::warn("controller: job {}'s home [{}, +{}) not taken by {}: {}", id, home.first,
                  home.count, ps, reply.value("error", std::string("no reason given")));
+    if (reply.contains("unreachable")) unanswered.insert(ps);
     all = false;
   }
   return all;

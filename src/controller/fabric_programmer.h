@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,10 @@ class FabricProgrammer {
   bool remove_from(const Daemon& daemon, std::uint32_t id, Time deadline);
   std::optional<std::vector<std::uint32_t>> listed(const Daemon& daemon, Time deadline);
   // Tells each PS of job `id` to plan the job's seqs on `home` (a lent home, or its own back);
-  // returns whether every one took it.
+  // returns whether every one took it. A PS named in `unanswered` is not asked (it failed
+  // earlier in the caller's round); one that fails now is added to it.
   bool set_home(const control::ClusterConfig& cluster, std::uint32_t id, const control::Slice& home,
-                Time deadline);
+                Time deadline, std::set<std::string>& unanswered);
   // Each daemon's counters for the job: {"name": {...} or {"error": ...}}.
   nlohmann::json stats(const control::ClusterConfig& cluster, std::uint32_t id, Time deadline);
 

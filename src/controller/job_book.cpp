@@ -229,15 +229,27 @@ void JobBook::assign_home(AdmittedJob& a) const {
   j.home_count = count;
 }
 
-std::map<std::uint32_t, control::Slice> JobBook::homes_to_plan_on(const AdmittedJob* arriving) const {
+std::map<std::uint32_t, control::Slice> JobBook::homes_to_plan_on(const AdmittedJob* arriving,
+                                                                  bool lend) const {
   std::vector<const AdmittedJob*> planned;
   for (const auto& [id, job] : jobs_)
     if (job.config.placement == engines::Placement::planned) planned.push_back(&job);
   if (arriving && arriving->config.placement == engines::Placement::planned)
     planned.push_back(arriving);
   std::map<std::uint32_t, control::Slice> out;
-  for (const AdmittedJob* a : planned)  // narrowed below to what every thread lends it
-    if (!a->home_threads.empty() && a->config.home_count > 0) out[a->config.id] = {0, ~0u};
+  // Narrowed below to what every thread lends it. Only a job with an ATP rack switch has PSs
+  // that plan a home (ClusterConfig::home_of); one aggregated at its spine alone has none.
+  auto plans_a_home = [&](const AdmittedJob& a) {
+    return a.config.home_count > 0 &&
+           std::ranges::any_of(a.home_threads, [&](std::uint64_t k) {
+             return fabric_.switches()[k >> 32].level == proto::Level::rack;
+           });
+  };
+  for (const AdmittedJob* a : planned)
+    if (plans_a_home(*a))
+      out[a->config.id] = lend ? control::Slice{0, ~0u}
+                               : control::Slice{a->config.home_first, a->config.home_count};
+  if (!lend) return out;
   std::set<std::uint64_t> threads;
   for (const AdmittedJob* a : planned) threads.insert(a->home_threads.begin(), a->home_threads.end());
   for (const std::uint64_t thread : threads) {
@@ -349,12 +361,19 @@ std::vector<std::string> JobBook::pick_servers(std::uint32_t count) const {
   return out;
 }
 
-// What one packet of the job's rack switches carries.
+// What one packet of the switches that aggregate the job carries: its racks', and their
+// uplink's when it spans racks.
 std::uint16_t JobBook::default_values_per_packet(const JobRequest& r) const {
+  std::set<std::string> racks;
+  for (const auto& w : r.workers) racks.insert(w.rack);
   std::uint16_t k = proto::kMaxValues;
-  for (const auto& w : r.workers)
-    for (const auto& s : fabric_.switches())
-      if (s.name == w.rack) k = std::min(k, s.values_per_aggregator);
+  for (const auto& s : fabric_.switches())
+    if (racks.contains(s.name)) {
+      k = std::min(k, s.values_per_aggregator);
+      if (racks.size() > 1 && !s.uplink.empty())
+        for (const auto& up : fabric_.switches())
+          if (up.name == s.uplink) k = std::min(k, up.values_per_aggregator);
+    }
   return k;
 }
 

@@ -89,8 +89,10 @@ class JobBook {
   // Each planned job's home to plan on now (control/home_lending.h, lend_idle_pool): its own,
   // grown over the blocks of its pools that no admitted job's home holds, up to its window, on
   // every ATP switch thread its sums cross. A job that borrows keeps its own. `arriving`
-  // counts as admitted (the homes to shrink before it is installed).
-  std::map<std::uint32_t, control::Slice> homes_to_plan_on(const AdmittedJob* arriving = nullptr) const;
+  // counts as admitted (the homes to shrink before it is installed). `lend` false: each job's
+  // own home (what a controller that keeps homes tells the PSs after a restart).
+  std::map<std::uint32_t, control::Slice> homes_to_plan_on(const AdmittedJob* arriving = nullptr,
+                                                           bool lend = true) const;
 
   const control::ClusterConfig& fabric() const { return fabric_; }
   // The fabric with this one job: what its switches, PSs and workers derive their entries from.
