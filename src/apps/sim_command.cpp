@@ -72,7 +72,7 @@ void add_sim_command(CLI::App& app) {
   cmd->add_flag("--borrow-aggregators", s.borrow_aggregators,
                "With planned placement, the PSs also plan seqs on other jobs' home aggregators "
                "while those look idle, backing off when they turn out busy (measured below "
-               "the default, down to 0.44 of static slices: docs/sharing.md); such a job's "
+               "the default, down to 0.64 of static slices: docs/sharing.md); such a job's "
                "home is never lent");
   cmd->add_flag("--keep-homes", s.keep_homes,
                "With planned placement, every job keeps to its own home slice even while "
