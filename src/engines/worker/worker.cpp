@@ -563,6 +563,10 @@ void Worker::on_timer(Time now, Outbox& out) {
   }
   earliest_timer_stale_ = true;
   if (probe_due_ && *probe_due_ <= now) send_probe(now, out);
+  // Before the job's first answer it may not have started (a worker still joining: its join
+  // was lost, or its process started late), and a window resent at every timeout only repeats
+  // what the switches hold. The oldest fragment times out for all; the others wait with it.
+  std::optional<Time> asking_until;
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& f = slot(u);
     if (!f.active || f.acked) continue;
@@ -580,6 +584,10 @@ void Worker::on_timer(Time now, Outbox& out) {
       continue;
     }
     if (f.rto_deadline > now) continue;
+    if (asking_until) {
+      f.rto_deadline = *asking_until;
+      continue;
+    }
     mark_resend(now, f);
     ++f.timeouts;
     ++stats_.timeouts;
@@ -588,6 +596,7 @@ void Worker::on_timer(Time now, Outbox& out) {
       stats_.window_cuts = cwnd_.decreases();
     }
     transmit(now, f, true, out);
+    if (stats_.results == 0) asking_until = f.rto_deadline;
   }
 }
 
