@@ -645,9 +645,11 @@ TEST(ControllerService, ThePSsPlanOnTheIdleBlocksTheControllerLends) {
   const std::string text = fabric_text("lending");
   Fabric fabric(text);
   Controller controller(text, "");
+  auto ask = [&](const char* daemon, nlohmann::json request) {
+    return runtime::control_request("/tmp/atp-test-lending-" + std::string(daemon) + ".sock", request);
+  };
   auto home_on = [&](const char* ps, std::uint32_t id) {
-    const auto stats = runtime::control_request("/tmp/atp-test-lending-" + std::string(ps) + ".sock",
-                                                {{"cmd", "stats"}});
+    const auto stats = ask(ps, {{"cmd", "stats"}});
     const auto& home = stats.at("stats").at("jobs").at(std::to_string(id)).at("home");
     return std::pair{home.at("first").get<std::uint32_t>(), home.at("count").get<std::uint32_t>()};
   };
@@ -666,9 +668,6 @@ TEST(ControllerService, ThePSsPlanOnTheIdleBlocksTheControllerLends) {
   EXPECT_EQ(home_on("ps0", a.job_id()), (Home{0, 64}));
 
   // What a PS refuses, by name; a switch plans no home.
-  auto ask = [&](const char* daemon, nlohmann::json request) {
-    return runtime::control_request("/tmp/atp-test-lending-" + std::string(daemon) + ".sock", request);
-  };
   const auto beyond = ask("ps0", {{"cmd", "home"}, {"job", a.job_id()}, {"first", 48}, {"count", 32}});
   EXPECT_FALSE(beyond.value("ok", true));
   EXPECT_NE(beyond.value("error", "").find("not within its pool of 64"), std::string::npos) << beyond;

@@ -120,8 +120,7 @@ class Bmv2Switch:
             wait_for_port(ns, self.thrift_port)
             self.cli = Cli(self.thrift_port, ns)
         except BaseException:
-            self.proc.kill()  # not yet among the topology's switches: nobody else would stop it
-            self.proc.wait()
+            self._stop_process()  # not yet among the topology's switches: nobody else would
             raise
         self.started = time.monotonic()
         self.epoch = None

@@ -371,8 +371,7 @@ std::uint16_t JobBook::default_values_per_packet(const JobRequest& r) const {
     if (racks.contains(s.name)) {
       k = std::min(k, s.values_per_aggregator);
       if (racks.size() > 1 && !s.uplink.empty())
-        for (const auto& up : fabric_.switches())
-          if (up.name == s.uplink) k = std::min(k, up.values_per_aggregator);
+        k = std::min(k, fabric_.switch_named(s.uplink).values_per_aggregator);
     }
   return k;
 }
