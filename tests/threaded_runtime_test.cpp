@@ -9,12 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <set>
-#include <system_error>
 #include <thread>
 
 #include "daemons/ps_daemon.h"
+#include "free_ports.h"
 #include "daemons/switch_daemon.h"
 #include "libatp/communicator.h"
 #include "workload/gradients.h"
@@ -22,34 +21,8 @@
 namespace atp {
 namespace {
 
-// A port nobody holds, below the kernel's ephemeral range (32768 and up by default): another
-// test running beside this one that binds port 0 never gets such a port, so it stays free
-// between this probe and the daemon's bind (with ephemeral probes it did not, once). Never the
-// same port twice.
-bool bindable(std::uint16_t port) {
-  try {
-    runtime::UdpSocket probe(runtime::Endpoint{0x7F000001, port});
-    return true;
-  } catch (const std::system_error&) {
-    return false;
-  }
-}
-
-std::uint16_t free_ports(std::uint16_t count) {
-  static std::mt19937 pick(std::random_device{}());
-  static std::set<std::uint16_t> given;
-  for (;;) {
-    const auto p = static_cast<std::uint16_t>(std::uniform_int_distribution<int>(20000, 32000)(pick));
-    bool ok = true;
-    for (std::uint16_t i = 0; i < count && ok; ++i)
-      ok = !given.contains(static_cast<std::uint16_t>(p + i)) && bindable(static_cast<std::uint16_t>(p + i));
-    if (!ok) continue;
-    for (std::uint16_t i = 0; i < count; ++i) given.insert(static_cast<std::uint16_t>(p + i));
-    return p;
-  }
-}
-
-std::uint16_t free_port() { return free_ports(1); }
+using testing::free_port;
+using testing::free_ports;
 // Two consecutive free ports for the two-thread switch (it listens on port and port + 1).
 std::uint16_t free_port_pair() { return free_ports(2); }
 

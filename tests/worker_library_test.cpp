@@ -11,6 +11,7 @@
 
 #include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
+#include "free_ports.h"
 #include "libatp/atp.h"
 #include "libatp/communicator.h"
 #include "workload/gradients.h"
@@ -22,10 +23,7 @@ extern "C" int atp_test_c_allreduce(const char* config, uint32_t job, uint32_t r
 namespace atp {
 namespace {
 
-std::uint16_t free_port() {
-  runtime::UdpSocket probe(*runtime::Endpoint::parse("127.0.0.1:0"));
-  return probe.local().port;
-}
+using testing::free_port;
 
 class WorkerLibrary : public ::testing::Test {
  protected:

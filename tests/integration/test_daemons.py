@@ -3,6 +3,7 @@
 network namespaces with injected loss. Run by ctest (ATP_BIN points at build/bin/atp)."""
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -15,28 +16,35 @@ import unittest
 ATP = os.environ.get("ATP_BIN", os.path.join(os.path.dirname(__file__), "../../build/bin/atp"))
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_given_ports = set()
 
 
-def free_port_run(count):
-    """A port p with p..p+count-1 all free (for a switch with `count` threads)."""
+def free_port_run(count=1):
+    """A port p with p..p+count-1 all free, drawn below the kernel's ephemeral range (32768 and
+    up): a process beside this one that binds port 0 never takes it between this probe and the
+    daemon's bind, as it can take an ephemeral probe's port. Never the same port twice."""
     while True:
-        base = free_port()
+        base = random.randint(20000, 32000)
+        run = range(base, base + count)
+        if _given_ports.intersection(run):
+            continue
+        socks = []
         try:
-            socks = []
-            for k in range(count):
+            for p in run:
                 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 socks.append(s)
-                s.bind(("127.0.0.1", base + k))
-            return base
+                s.bind(("127.0.0.1", p))
         except OSError:
             continue
         finally:
             for s in socks:
                 s.close()
+        _given_ports.update(run)
+        return base
+
+
+def free_port():
+    return free_port_run(1)
 
 
 def cluster_toml(racks, jobs, workers_per_rack, host="127.0.0.1", worker_host=None,
