@@ -59,13 +59,15 @@ bool contains(const std::vector<Port>& v, Port n) {
 }
 
 // Another job's aggregator may change in two ways only: taken over once its claim is stale
-// (two claim epochs of stale_after / 2), or freed, untouched otherwise, by a packet of its seq.
+// (two claim epochs of stale_after / 2), or freed, untouched otherwise, by a packet whose keyed
+// seq (seq ^ token) is the one it holds: a coincidence of two jobs' secrets, which the fuzzer,
+// knowing every token, can make on purpose (a tenant cannot).
 bool taken_over(const AggregatorView& before, Time now, Time stale_after) {
   return before.claim_epoch <= engines::claim_clock(now, stale_after).expired_at_or_before();
 }
 
-bool freed_by_seq(AggregatorView before, const AggregatorView& after, const proto::Header& h) {
-  if (before.owner.lo != h.seq || after.valid()) return false;
+bool freed_by_key(AggregatorView before, const AggregatorView& after, const proto::Header& h) {
+  if (before.owner.lo != (h.seq ^ h.token) || after.valid()) return false;
   before.claim_epoch = 0;
   return before == after;
 }
@@ -140,7 +142,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (changed && !authentic) std::abort();  // a forgery or stranger touched the pool
       if (changed && h.kind != proto::Kind::fragment) std::abort();  // the handshake never does
       if (changed && before[i].valid() && before[i].owner.job() != h.job &&
-          !taken_over(before[i], now, config.stale_after) && !freed_by_seq(before[i], after[i], h))
+          !taken_over(before[i], now, config.stale_after) && !freed_by_key(before[i], after[i], h))
         std::abort();  // job h.job changed a live aggregator another job held
       const AggregatorView& a = after[i];
       if (a.valid() && (a.owner.job() > kJobs || !installed[a.owner.job()])) std::abort();

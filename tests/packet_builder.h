@@ -16,6 +16,7 @@ struct PacketSpec {
   std::uint8_t rack = 0, rack_fan_in = 2, job_fan_in = 1;
   std::uint32_t workers = 1, racks = 0;  // bitmaps
   std::vector<std::int32_t> values = {1, 2, 3};
+  std::uint32_t token = 0;
 };
 
 inline std::vector<std::uint8_t> make_packet(const PacketSpec& s) {
@@ -34,6 +35,7 @@ inline std::vector<std::uint8_t> make_packet(const PacketSpec& s) {
   h.job_fan_in = s.job_fan_in;
   h.rack = s.rack;
   h.value_count = static_cast<std::uint16_t>(s.values.size());
+  h.token = s.token;
   std::vector<std::uint8_t> p(h.packet_bytes());
   proto::encode(h, p);
   for (std::size_t i = 0; i < s.values.size(); ++i)

@@ -260,23 +260,6 @@ TEST_F(RackSwitch, AnotherRunOfTheJobCollidesUntilTheOldRunsClaimIsStale) {
 // The seq stage frees before the identity stage can look: a result of job 2 for seq 0, routed
 // to the aggregator job 1 holds for seq 0, frees it. Job 1's partial sum is given up, never
 // mixed into anything: its next fragment starts afresh and its resends go to the PS.
-TEST_F(RackSwitch, AResultOfAnotherJobForTheSameSeqFreesButNeverMixes) {
-  auto mine = make_packet(worker(0, {1}));
-  run(mine);
-  PacketSpec r;
-  r.job = 2;
-  r.flags = flag::kResult;
-  r.values = {50};
-  r.workers = 0;
-  auto result = make_packet(r);
-  EXPECT_EQ(run(result).action, Action::multicast);
-  EXPECT_FALSE(agg().valid());
-  auto b = make_packet(worker(1, {2}));
-  EXPECT_EQ(run(b).action, Action::drop);  // claims afresh: holds worker 1's 2 only
-  EXPECT_EQ(agg().bitmap, 0b10u);
-  EXPECT_EQ(agg().values[0], 2);
-}
-
 TEST_F(RackSwitch, ResendFlushesPartialPlusItsOwnValuesAndFrees) {
   install_fan_in(3);
   PacketSpec three = worker(0, {1, 2, 3});
@@ -710,8 +693,9 @@ TEST_F(SwitchTest, OwnerTagsNeedSixteenBitJobIdsAndOwnGroups) {
   add({kMaxSwitchJobId, kWorkers, {kUp}, 4, 0, 0, 1, 0, /*multicast_group=*/7});
   EXPECT_THROW(add({3, kWorkers, {kUp}, 4, 0, 0, 1, 0, /*multicast_group=*/7}),
                std::invalid_argument);  // group 7 reaches another job's members
-  EXPECT_EQ(OwnerTag::of(kMaxSwitchJobId, 0xABCD, 9).job(), kMaxSwitchJobId);
-  EXPECT_EQ(OwnerTag::of(kMaxSwitchJobId, 0xABCD, 9).run(), 0xABCD);
+  EXPECT_EQ(OwnerTag::of(kMaxSwitchJobId, 0xABCD, 9, 0x55).job(), kMaxSwitchJobId);
+  EXPECT_EQ(OwnerTag::of(kMaxSwitchJobId, 0xABCD, 9, 0x55).run(), 0xABCD);
+  EXPECT_EQ(OwnerTag::of(kMaxSwitchJobId, 0xABCD, 9, 0x55).lo, 9u ^ 0x55u);  // the keyed seq
   EXPECT_EQ(sizeof(OwnerTag), 8u);  // one 2 x 32-bit register pair
 }
 
@@ -842,6 +826,39 @@ TEST_F(IsolatedSwitch, WrongTokenIsDroppedBeforeTouchingAnything) {
   EXPECT_EQ(send(kWorkers[0]).action, Action::drop);
   EXPECT_FALSE(agg(5).valid());
   EXPECT_EQ(counters().forged, 1u);
+}
+
+// Issue 31 item 11: a tenant holding job 2's token sends a resend and a result naming job 1's
+// seq and aggregator index. The seq stage frees before the identity stage looks, so only the
+// key (the seq xor'd with the job's secret token, OwnerTag) keeps job 1's partial sum: it must
+// still be there for job 1's next worker to complete.
+TEST_F(IsolatedSwitch, AnotherJobsResendOrResultNamingThisJobsSeqAndIndexLeavesItsSumAlone) {
+  SwitchJob other{2, {7, 8}, {kUp}, 4};
+  other.token = 0xBEEF;
+  other.fan_in = 2;
+  add(other);
+  fragment(0);
+  ASSERT_EQ(send(kWorkers[0]).action, Action::drop);  // job 1 claims index 5 for seq 0
+  ASSERT_TRUE(agg(5).valid());
+
+  PacketSpec attack;
+  attack.job = 2;
+  attack.token = 0xBEEF;
+  attack.flags = flag::kResend;
+  attack.values = {1000};
+  auto resend = make_packet(attack);
+  EXPECT_EQ(run_from(resend, 7).action, Action::port);  // passes up to job 2's PS
+  attack.flags = flag::kResult;
+  attack.workers = 0;
+  auto result = make_packet(attack);
+  EXPECT_EQ(run_from(result, kUp).action, Action::multicast);  // to job 2's members
+  EXPECT_EQ(counters().flushes, 0u);
+  ASSERT_TRUE(agg(5).valid());
+  EXPECT_EQ(agg(5).bitmap, 0b01u);
+
+  fragment(1);
+  ASSERT_EQ(send(kWorkers[1]).action, Action::port);  // job 1's sum, complete
+  EXPECT_EQ(values_of(packet), (std::vector<std::int32_t>{2}));
 }
 
 TEST_F(IsolatedSwitch, FragmentsOnlyFromTheJobsWorkersResultsOnlyFromUpstream) {

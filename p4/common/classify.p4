@@ -12,6 +12,7 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
     action derive() {
         meta.static_slot = hdr.atp.seq & meta.static_mask;
         meta.token_diff = hdr.atp.token ^ meta.token;
+        meta.keyed_seq = hdr.atp.seq ^ meta.token;
         meta.masked_index = hdr.atp.aggregator & meta.pool_mask;
         meta.fan_in_less_one = meta.fan_in - 1;
     }

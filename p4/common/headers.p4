@@ -123,6 +123,7 @@ struct atp_meta_t {
     bit<32> static_slot;     // seq & static_mask
     bit<32> masked_index;    // aggregator & pool_mask
     bit<32> token_diff;      // the packet's token ^ the job's
+    bit<32> keyed_seq;       // seq ^ the job's token: what owner_seq.lo holds (OwnerTag)
     bit<1>  token_ok;
     bit<1>  level_match;     // next_level is this switch's level
     bit<1>  fan_in_match;    // the header's fan-in at this level is the job's

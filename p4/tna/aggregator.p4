@@ -20,7 +20,7 @@ const bit<8> PREDICATE_BOTH = 8;
     X(30) X(31)
 
 struct owner_seq_t {
-    bit<32> lo;  // seq
+    bit<32> lo;  // seq ^ the job's token (meta.keyed_seq, OwnerTag in the C++ model)
     bit<32> hi;  // the claim epoch, 0 = free
 }
 
@@ -35,23 +35,24 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
     Register<bit<8>, bit<32>>(ATP_POOL) missing;
     Register<bit<8>, bit<32>>(ATP_POOL) sticky_flags;
 
-    // owner_seq.claim_or_match. Conditions: claimable (free or expired; cmplo) and seq equal
-    // (cmphi). The new epoch is expired_at_or_before + 2, so the ALU reads two PHV words (seq
-    // and that bound). It returns the 4-bit predicate: 1 << (cmplo + 2 cmphi).
+    // owner_seq.claim_or_match. Conditions: claimable (free or expired; cmplo) and keyed seq
+    // equal (cmphi). The new epoch is expired_at_or_before + 2, so the ALU reads two PHV words
+    // (the keyed seq and that bound). It returns the 4-bit predicate: 1 << (cmplo + 2 cmphi).
     RegisterAction<owner_seq_t, bit<32>, bit<8>>(owner_seq) seq_claim_or_match = {
         void apply(inout owner_seq_t v, out bit<8> predicate) {
-            predicate = this.predicate(v.hi <= meta.expired_at_or_before, v.lo == hdr.atp.seq);
+            predicate = this.predicate(v.hi <= meta.expired_at_or_before, v.lo == meta.keyed_seq);
             if (v.hi <= meta.expired_at_or_before) {
-                v.lo = hdr.atp.seq;
+                v.lo = meta.keyed_seq;
                 v.hi = meta.expired_at_or_before + 2;
             }
         }
     };
-    // owner_seq.match_and_free: frees what holds the packet's seq; owner_id says if it was ours.
+    // owner_seq.match_and_free: frees what holds the packet's keyed seq, which only a packet with
+    // the owner's token names; owner_id then says if it was this run's.
     RegisterAction<owner_seq_t, bit<32>, bit<8>>(owner_seq) seq_match_and_free = {
         void apply(inout owner_seq_t v, out bit<8> predicate) {
-            predicate = this.predicate(v.lo == hdr.atp.seq, v.hi != 0);
-            if (v.lo == hdr.atp.seq && v.hi != 0) { v.hi = 0; }
+            predicate = this.predicate(v.lo == meta.keyed_seq, v.hi != 0);
+            if (v.lo == meta.keyed_seq && v.hi != 0) { v.hi = 0; }
         }
     };
 

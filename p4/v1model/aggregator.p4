@@ -9,7 +9,7 @@
 #include "values.p4"
 
 control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
-    register<bit<32>>(ATP_POOL) owner_seq;    // the pair's lo: seq
+    register<bit<32>>(ATP_POOL) owner_seq;    // the pair's lo: seq ^ the job's token
     register<bit<32>>(ATP_POOL) owner_epoch;  // the pair's hi: claim epoch, 0 = free
     register<bit<32>>(ATP_POOL) owner_id;     // job[14:0] << 16 | run
     register<bit<16>>(ATP_POOL) value_count;
@@ -26,22 +26,23 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
         owner_epoch.read(epoch, meta.index);
         if (epoch <= meta.expired_at_or_before) {
             meta.owner = epoch == 0 ? SEQ_CLAIMED : SEQ_TAKEN_OVER;
-            seq = hdr.atp.seq;
+            seq = meta.keyed_seq;
             epoch = meta.claim_epoch;
         } else {
-            meta.owner = seq == hdr.atp.seq ? SEQ_SAME : SEQ_OTHER;
+            meta.owner = seq == meta.keyed_seq ? SEQ_SAME : SEQ_OTHER;
         }
         owner_seq.write(meta.index, seq);
         owner_epoch.write(meta.index, epoch);
     }
 
-    // owner_seq.match_and_free: frees what holds the packet's seq (the identity stage is next).
+    // owner_seq.match_and_free: frees what holds the packet's keyed seq, which only a packet with
+    // the owner's token names (the identity stage is next).
     action owner_seq_match_and_free() {
         bit<32> seq;
         bit<32> epoch;
         owner_seq.read(seq, meta.index);
         owner_epoch.read(epoch, meta.index);
-        bool mine = epoch != 0 && seq == hdr.atp.seq;
+        bool mine = epoch != 0 && seq == meta.keyed_seq;
         meta.owner = mine ? SEQ_SAME : SEQ_OTHER;
         owner_epoch.write(meta.index, mine ? 32w0 : epoch);
     }

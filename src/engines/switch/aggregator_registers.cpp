@@ -18,21 +18,21 @@ AggregatorRegisters::AggregatorRegisters(std::uint32_t size, std::uint16_t value
 }
 
 // Two conditions, as a Tofino 1 stateful ALU has: claimable (hi <= expired_at_or_before, which
-// holds for free ones: epochs start at 2) and lo == seq.
-SeqOutcome AggregatorRegisters::owner_seq_claim_or_match(std::uint32_t i, std::uint32_t seq,
+// holds for free ones: epochs start at 2) and lo == keyed seq.
+SeqOutcome AggregatorRegisters::owner_seq_claim_or_match(std::uint32_t i, std::uint32_t keyed_seq,
                                                          ClaimClock clock) {
   std::uint32_t& epoch = claim_epoch_[i];
   if (epoch <= clock.expired_at_or_before()) {
     const bool was_free = epoch == 0;
     epoch = clock.epoch;
-    owner_[i].lo = seq;
+    owner_[i].lo = keyed_seq;
     return was_free ? SeqOutcome::claimed : SeqOutcome::taken_over;
   }
-  return owner_[i].lo == seq ? SeqOutcome::same_seq : SeqOutcome::other;
+  return owner_[i].lo == keyed_seq ? SeqOutcome::same_seq : SeqOutcome::other;
 }
 
-bool AggregatorRegisters::owner_seq_match_and_free(std::uint32_t i, std::uint32_t seq) {
-  if (claim_epoch_[i] == 0 || owner_[i].lo != seq) return false;
+bool AggregatorRegisters::owner_seq_match_and_free(std::uint32_t i, std::uint32_t keyed_seq) {
+  if (claim_epoch_[i] == 0 || owner_[i].lo != keyed_seq) return false;
   claim_epoch_[i] = 0;
   return true;
 }

@@ -11,16 +11,20 @@ namespace atp::engines {
 
 // The owner tag: 64 bits in two registers a Tofino 1 stateful ALU (two conditions each) can
 // decide on in consecutive stages:
-//   owner_seq = {lo: seq, hi: the claim epoch, 0 when free}     owner_id = job (15 bits) << 16 | run
+//   owner_seq = {lo: seq ^ token, hi: the claim epoch, 0 when free}
+//   owner_id  = job (15 bits) << 16 | run
 // The seq stage comes first: it claims a free or expired aggregator, or says whether it holds the
-// packet's seq; the identity stage then confirms the job and run.
+// packet's keyed seq; the identity stage then confirms the job and run. The seq is keyed by the
+// job's secret wire token so that the seq stage, which frees on a match before the identity
+// stage can look, never frees another job's aggregator: a packet names a held aggregator's `lo`
+// only with that job's token (a tenant naming another job's seq and index on purpose included).
 struct OwnerTag {
   std::uint32_t hi = 0;  // owner_id
-  std::uint32_t lo = 0;  // seq
+  std::uint32_t lo = 0;  // seq ^ token
   bool operator==(const OwnerTag&) const = default;
 
-  static OwnerTag of(std::uint32_t job, std::uint16_t run, std::uint32_t seq) {
-    return {(job & 0x7FFFu) << 16 | run, seq};
+  static OwnerTag of(std::uint32_t job, std::uint16_t run, std::uint32_t seq, std::uint32_t token) {
+    return {(job & 0x7FFFu) << 16 | run, seq ^ token};
   }
   std::uint32_t job() const { return (hi >> 16) & 0x7FFFu; }
   std::uint16_t run() const { return static_cast<std::uint16_t>(hi); }
@@ -69,12 +73,12 @@ class AggregatorRegisters {
   std::uint16_t values_per_pass() const { return values_per_pass_; }
   std::uint8_t passes() const { return passes_; }
 
-  // owner_seq[i] (lo = seq, hi = claim epoch): claim when free or expired, else compare seq.
-  SeqOutcome owner_seq_claim_or_match(std::uint32_t i, std::uint32_t seq, ClaimClock clock);
-  // owner_seq[i]: free it if it is held for `seq`; returns whether it did. The identity stage
-  // comes after, so another job's aggregator for the same seq (same index: rare) is freed too:
-  // its partial sum is given up, never mixed, and its workers' resends finish it at the PS.
-  bool owner_seq_match_and_free(std::uint32_t i, std::uint32_t seq);
+  // owner_seq[i] (lo = keyed seq, hi = claim epoch): claim when free or expired, else compare
+  // the keyed seq (OwnerTag::lo).
+  SeqOutcome owner_seq_claim_or_match(std::uint32_t i, std::uint32_t keyed_seq, ClaimClock clock);
+  // owner_seq[i]: free it if it is held for `keyed_seq`; returns whether it did. The identity
+  // stage comes after; the key keeps another job's aggregator out of this free (OwnerTag).
+  bool owner_seq_match_and_free(std::uint32_t i, std::uint32_t keyed_seq);
   // owner_id[i]: written on a claim, compared otherwise.
   void owner_id_write(std::uint32_t i, std::uint32_t id);
   bool owner_id_matches(std::uint32_t i, std::uint32_t id);

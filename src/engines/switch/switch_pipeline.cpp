@@ -61,7 +61,7 @@ struct SwitchPipeline::Metadata {
   std::uint32_t out_racks = 0, out_workers = 0;  // a flush's contributors
 
   std::span<std::uint8_t> values() { return proto::payload(packet); }
-  OwnerTag tag() const { return OwnerTag::of(h.job, proto::run_of(h.tensor), h.seq); }
+  OwnerTag tag() const { return OwnerTag::of(h.job, proto::run_of(h.tensor), h.seq, h.token); }
 };
 
 // What the classifier sends where.
@@ -261,11 +261,12 @@ bool SwitchPipeline::aggregator_index(Metadata& m) const {
 // A fragment of this level: claim or join the aggregator, one register stage after another.
 NextStep SwitchPipeline::aggregate(Metadata& m, Time now) {
   const std::uint32_t i = m.index;
-  m.owner = registers_.owner_seq_claim_or_match(i, m.h.seq, claim_clock(now, config_.stale_after));
+  const OwnerTag tag = m.tag();
+  m.owner = registers_.owner_seq_claim_or_match(i, tag.lo, claim_clock(now, config_.stale_after));
   if (m.owner == SeqOutcome::other) return NextStep::collide_up;
   const bool claiming = m.owner != SeqOutcome::same_seq;
-  if (claiming) registers_.owner_id_write(i, m.tag().hi);
-  else if (!registers_.owner_id_matches(i, m.tag().hi)) return NextStep::collide_up;
+  if (claiming) registers_.owner_id_write(i, tag.hi);
+  else if (!registers_.owner_id_matches(i, tag.hi)) return NextStep::collide_up;
   if (!registers_.value_count_matches(i, claiming, m.h.value_count)) return NextStep::collide_up;
 
   const std::uint32_t before = registers_.bitmap_before(i, claiming ? Update::start : Update::add,
@@ -325,10 +326,12 @@ void SwitchPipeline::free_on_result(Metadata& m) {
   if (m.has_index) owner_match_and_free(m);
 }
 
-// The seq stage frees what holds the packet's seq; the identity stage says whether it was ours.
+// The seq stage frees what holds the packet's keyed seq (only its own job's: OwnerTag); the
+// identity stage says whether it was this run's.
 bool SwitchPipeline::owner_match_and_free(Metadata& m) {
-  return registers_.owner_seq_match_and_free(m.index, m.h.seq) &&
-         registers_.owner_id_matches(m.index, m.tag().hi);
+  const OwnerTag tag = m.tag();
+  return registers_.owner_seq_match_and_free(m.index, tag.lo) &&
+         registers_.owner_id_matches(m.index, tag.hi);
 }
 
 // The value stages, one register array per pass: pass p takes lanes [p K', (p + 1) K').
