@@ -67,7 +67,8 @@ bool taken_over(const AggregatorView& before, Time now, Time stale_after) {
 }
 
 bool freed_by_key(AggregatorView before, const AggregatorView& after, const proto::Header& h) {
-  if (before.owner.lo != (h.seq ^ h.token) || after.valid()) return false;
+  const auto key = engines::OwnerTag::of(h.job, proto::run_of(h.tensor), h.seq, h.token).lo;
+  if (before.owner.lo != key || after.valid()) return false;
   before.claim_epoch = 0;
   return before == after;
 }

@@ -257,9 +257,6 @@ TEST_F(RackSwitch, AnotherRunOfTheJobCollidesUntilTheOldRunsClaimIsStale) {
   EXPECT_EQ(counters().expired, 1u);
 }
 
-// The seq stage frees before the identity stage can look: a result of job 2 for seq 0, routed
-// to the aggregator job 1 holds for seq 0, frees it. Job 1's partial sum is given up, never
-// mixed into anything: its next fragment starts afresh and its resends go to the PS.
 TEST_F(RackSwitch, ResendFlushesPartialPlusItsOwnValuesAndFrees) {
   install_fan_in(3);
   PacketSpec three = worker(0, {1, 2, 3});
@@ -811,9 +808,8 @@ class IsolatedSwitch : public SwitchTest {
     PacketSpec s;
     s.workers = 1u << rank;
     s.values = {1};
-    auto p = make_packet(s);
-    proto::store_be32(p.data() + 40, token);
-    packet = p;
+    s.token = token;
+    packet = make_packet(s);
     return s;
   }
   Verdict send(Port from) { return run_from(packet, from); }
@@ -872,8 +868,8 @@ TEST_F(IsolatedSwitch, FragmentsOnlyFromTheJobsWorkersResultsOnlyFromUpstream) {
   PacketSpec r;
   r.flags = flag::kResult;
   r.workers = 0;
+  r.token = 0xC0FFEE;
   auto result = make_packet(r);
-  proto::store_be32(result.data() + 40, 0xC0FFEE);
   auto forged_result = result;
   EXPECT_EQ(run_from(forged_result, kWorkers[1]).action, Action::drop);  // a worker posing as PS
   EXPECT_TRUE(agg(5).valid());  // not freed by the forgery

@@ -9,12 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <thread>
 
 #include "daemons/ps_daemon.h"
-#include "free_ports.h"
 #include "daemons/switch_daemon.h"
+#include "free_ports.h"
 #include "libatp/communicator.h"
 #include "workload/gradients.h"
 
