@@ -8,30 +8,28 @@ send every ATP packet to it; the switch addresses what it sends to the next ATP 
 (p4/common/next_hop.p4). Loss is dropped on the hosts (iptables in the host namespaces): the
 switch namespaces' kernels never see the packets BMv2 forwards.
 
-A P4 switch has no clock of its own for the aggregators' claims: a claim-clock thread writes
-the epoch register every stale_after / 2, as the control plane of a Tofino would.
+Each simple_switch is programmed by its own `atp p4 agent` (the switch's control plane, in
+its namespace): the cluster file's entries at start, the jobs the controller admits and
+removes over the agent's control socket (as `atp switch` takes them), and the claim clock (the
+epoch register a P4 switch needs for the aggregators' claims to age).
 """
+import json
 import os
 import shutil
 import subprocess
-import sys
-import threading
 import time
 
-from .launch import source_file
+from .launch import atp_binary, source_file
 from .topology import PREFIX, Topology, sh, teardown
 
 TOOLS = ("simple_switch", "simple_switch_CLI", "p4c-bm2-ss")
 ATP_UDP_PORT = 9999  # what the P4 parser takes as ATP (proto::kDefaultUdpPort)
-STALE_AFTER_S = 1.0  # engines::SwitchConfig::stale_after, the software switch's default
 THRIFT_BASE = 9090
-# The P4 program's next steps (p4/common/constants.p4, STEP_*), counted in AtpIngress.next_steps.
-STEPS = ("drop_malformed", "drop_unknown_job", "drop_forged", "pass_up", "collide_up", "absorb",
-         "drop_duplicate", "emit_sum", "flush_up", "multicast_down", "join_up", "answer_down")
 
 
-def tools_missing():
-    return [t for t in TOOLS if shutil.which(t) is None]
+def tools_missing(compiling=True):
+    """The BMv2 tools not on PATH (the compiler only when the program is to be compiled)."""
+    return [t for t in TOOLS if shutil.which(t) is None and (compiling or t != "p4c-bm2-ss")]
 
 
 def program_source():
@@ -52,44 +50,6 @@ def compile_program(out_dir):
     return out
 
 
-class Cli:
-    """One simple_switch_CLI session (in namespace `ns`, or here), command by command."""
-
-    PROMPT = b"RuntimeCmd: "
-
-    def __init__(self, thrift_port, ns=None):
-        cmd = ["simple_switch_CLI", "--thrift-port", str(thrift_port)]
-        if ns:
-            cmd = ["ip", "netns", "exec", ns] + cmd
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
-        self.read_to_prompt()
-
-    def read_to_prompt(self):
-        out = b""
-        while not out.endswith(self.PROMPT):
-            chunk = os.read(self.proc.stdout.fileno(), 65536)
-            if not chunk:
-                raise RuntimeError("simple_switch_CLI exited: " + out.decode(errors="replace"))
-            out += chunk
-        return out[:-len(self.PROMPT)].decode(errors="replace")
-
-    def run(self, command):
-        self.proc.stdin.write(command.encode() + b"\n")
-        self.proc.stdin.flush()
-        out = self.read_to_prompt()
-        if "Error" in out or "Invalid" in out or "error" in out:
-            raise RuntimeError(f"{command!r}: {out.strip()}")
-        return out
-
-    def close(self):
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        self.proc.wait(timeout=10)
-
-
 def wait_for_port(ns, port, timeout=30):
     """Waits until something listens on 127.0.0.1:`port` inside namespace `ns`."""
     probe = ("import socket,sys\n"
@@ -104,11 +64,12 @@ def wait_for_port(ns, port, timeout=30):
 
 
 class Bmv2Switch:
-    """simple_switch as switch `name` of the cluster file, in namespace `ns`, on the given
-    {port number: device} interfaces."""
+    """simple_switch as switch `name` of cluster file `config`, in namespace `ns`, on the given
+    {port number: device} interfaces, with its `atp p4 agent` on control socket `control`."""
 
-    def __init__(self, name, ns, ports, device_id, program, log):
+    def __init__(self, name, ns, ports, device_id, program, config, control, log):
         self.name, self.ns, self.thrift_port = name, ns, THRIFT_BASE + device_id
+        self.control, self.agent = control, None
         # The notifications socket lives in the shared /tmp, not in the namespace: its own name.
         self.notifications = f"/tmp/{ns}-{os.getpid()}.ipc"
         interfaces = [a for number, dev in sorted(ports.items()) for a in ("-i", f"{number}@{dev}")]
@@ -118,88 +79,59 @@ class Bmv2Switch:
              "ipc://" + self.notifications, *interfaces, program], stdout=log, stderr=log)
         try:
             wait_for_port(ns, self.thrift_port)
-            self.cli = Cli(self.thrift_port, ns)
+            self.agent = subprocess.Popen(
+                ["ip", "netns", "exec", ns, atp_binary(), "p4", "agent", "--config", config,
+                 "--name", name, "--thrift-port", str(self.thrift_port), "--control", control,
+                 "--log-level", "warn"], stdout=log, stderr=log)
+            self.wait_for_agent()
         except BaseException:
-            self._stop_process()  # not yet among the topology's switches: nobody else would
+            self._stop_processes()  # not yet among the topology's switches: nobody else would
             raise
-        self.started = time.monotonic()
-        self.epoch = None
 
-    def configure(self, commands):
-        for command in commands:
-            self.cli.run(command)
+    def wait_for_agent(self, timeout=30):
+        """Until the agent answers on its control socket (it has programmed the switch)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.agent.poll() is not None:
+                raise RuntimeError(f"atp p4 agent of {self.name} exited (code "
+                                   f"{self.agent.returncode}); see the run's processes.log")
+            try:
+                self.ask("list")
+                return
+            except RuntimeError:
+                time.sleep(0.2)
+        raise RuntimeError(f"atp p4 agent of {self.name} never answered on {self.control}")
 
-    def tick(self):
-        """Writes the claim epoch engines::claim_clock would give now (from 2, every
-        stale_after / 2 since the switch started)."""
-        epoch = 2 + int((time.monotonic() - self.started) / (STALE_AFTER_S / 2))
-        if epoch != self.epoch:
-            self.cli.run(f"register_write AtpIngress.claim_epoch 0 {epoch}")
-            self.epoch = epoch
-
-    def next_steps(self):
-        """Packets per next step so far: what the switch did (aggregated, collided, ...)."""
-        counts = {}
-        for index, step in enumerate(STEPS):
-            out = self.cli.run(f"counter_read AtpIngress.next_steps {index}")
-            counts[step] = int(out.split(" packets)")[0].split(", ")[-1])  # "= (B bytes, P packets)"
-        return counts
-
-    def close(self):
-        try:
-            self.cli.close()
-        finally:
-            self._stop_process()
-
-    def _stop_process(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        if os.path.exists(self.notifications):
-            os.unlink(self.notifications)
-
-
-class ClaimClock(threading.Thread):
-    """Ticks every switch's claim epoch until stopped. A switch whose tick fails is said so at
-    once (a line on stderr and in `log`) and in report(), and no longer ticked; the others go
-    on. A switch whose epoch stops takes no stale aggregator over, and it loses the protection
-    against the 2^32 seq wrap (docs/engines.md §2.2): a run must never lose its ticker unseen."""
-
-    def __init__(self, switches, log=None, period=STALE_AFTER_S / 8):
-        super().__init__(daemon=True)
-        self.switches, self.log, self.period = switches, log, period
-        self.done = threading.Event()
-        self.ticks = {s.name: 0 for s in switches}
-        self.stopped = {}  # switch name -> why its ticks failed
-
-    def run(self):
-        while not self.done.wait(self.period):
-            for s in self.switches:
-                if s.name not in self.stopped:
-                    self.tick(s)
-
-    def tick(self, switch):
-        try:
-            switch.tick()
-            self.ticks[switch.name] += 1
-        except (RuntimeError, OSError) as e:  # the switch died, or its CLI did
-            self.stopped[switch.name] = str(e) or type(e).__name__
-            line = (f"atp cluster: the claim clock of switch {switch.name} stopped: {e}; its "
-                    "claims no longer age")
-            print(line, file=sys.stderr)
-            if self.log:
-                self.log.write(line + "\n")
-                self.log.flush()
+    def ask(self, command):
+        """`atp ctl` `command` to the agent; its JSON answer."""
+        result = subprocess.run([atp_binary(), "ctl", "--socket", self.control, command],
+                                capture_output=True, text=True, timeout=30)
+        if result.returncode != 0:
+            raise RuntimeError(f"atp ctl {command} to {self.name}'s agent: "
+                               f"{(result.stderr or result.stdout).strip()}")
+        return json.loads(result.stdout)
 
     def report(self):
-        """Ticks per switch, and the switches whose clock stopped with why."""
-        return {"ticks": dict(self.ticks), "stopped": dict(self.stopped)}
+        """What the switch did (packets per next step) and its claim clock (epoch, ticks,
+        failed writes and the last one's error), from its agent."""
+        stats = self.ask("stats")["stats"]
+        return stats["next_steps"], stats["claim_clock"]
 
-    def stop(self):
-        self.done.set()
-        self.join(timeout=5)
+    def close(self):
+        self._stop_processes()
+
+    def _stop_processes(self):
+        for proc in (self.agent, self.proc):
+            if proc is None:
+                continue
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if os.path.exists(self.notifications):
+            os.unlink(self.notifications)
 
 
 def mac_of(ip, kind):
@@ -290,34 +222,29 @@ class Bmv2Topology(Topology):
                           for n, (_, peer, mac) in sorted(self.wiring[switch_ns].items()))
         return [f'mac = "{mac_of(ip, 1)}"', f"ports = [ {ports} ]"]
 
-    def start_switches(self, program, config, binary, log):
-        """simple_switch in every switch namespace, configured by `atp p4 config`; returns
-        them with their claim clock running. Every switch's entries are derived before any
-        simple_switch starts: what the P4 programs cannot hold is refused with `atp p4
+    def start_switches(self, program, config, log):
+        """simple_switch in every switch namespace, each programmed by its `atp p4 agent`
+        (control socket NAME.sock beside `config`). Every switch's entries are derived before
+        any simple_switch starts: what the P4 programs cannot hold is refused with `atp p4
         config`'s reason, and nothing is left running."""
-        entries = {}
         for ns, name in self.switch_names():
-            commands = subprocess.run([binary, "p4", "config", "--config", config, "--switch", name],
-                                      capture_output=True, text=True)
-            if commands.returncode != 0:
-                raise RuntimeError(f"atp p4 config --switch {name}: {commands.stderr.strip()}")
-            entries[name] = [c for c in commands.stdout.split("\n") if c.strip()]
+            derived = subprocess.run([atp_binary(), "p4", "config", "--config", config, "--switch",
+                                      name], capture_output=True, text=True)
+            if derived.returncode != 0:
+                raise RuntimeError(f"atp p4 config --switch {name}: {derived.stderr.strip()}")
+        folder = os.path.dirname(os.path.abspath(config))
         for device_id, (ns, name) in enumerate(self.switch_names()):
             ports = {n: dev for n, (dev, _, _) in self.wiring[ns].items()}
-            switch = Bmv2Switch(name, ns, ports, device_id, program, log)
-            self.switches.append(switch)
-            switch.configure(entries[name])
-            switch.tick()
-        clock = ClaimClock(self.switches, log)
-        clock.start()
-        return clock
+            self.switches.append(Bmv2Switch(name, ns, ports, device_id, program, config,
+                                            os.path.join(folder, f"{name}.sock"), log))
 
     def stop_switches(self):
-        """Stops every switch; returns each one's packets per next step."""
-        steps, errors = {}, []
+        """Stops every switch and its agent; returns what each did, {"next_steps": {switch:
+        packets per next step}, "claim_clock": {switch: its clock}}."""
+        report, errors = {"next_steps": {}, "claim_clock": {}}, []
         for s in self.switches:  # every one is closed, whatever another one did
             try:
-                steps[s.name] = s.next_steps()
+                report["next_steps"][s.name], report["claim_clock"][s.name] = s.report()
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{s.name}: {e}")
             try:
@@ -327,4 +254,4 @@ class Bmv2Topology(Topology):
         self.switches = []
         if errors:
             raise RuntimeError("stopping the BMv2 switches: " + "; ".join(errors))
-        return steps
+        return report

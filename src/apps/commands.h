@@ -13,6 +13,8 @@ void add_check_command(CLI::App& app);
 void add_cluster_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
 void add_p4_command(CLI::App& app);
+// `atp p4 agent`, under `atp p4` (daemon_commands.cpp).
+void add_p4_agent_command(CLI::App& p4);
 void add_controller_command(CLI::App& app);
 void add_job_command(CLI::App& app);
 

@@ -3,14 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <iostream>
 
 #include "apps/commands.h"
 #include "apps/secret_file.h"
 #include "daemons/control_requests.h"
+#include "daemons/p4_switch_agent.h"
 #include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
+#include "runtime/bmv2_cli.h"
 #include "runtime/local_servers.h"
 
 namespace atp::apps {
@@ -52,11 +55,13 @@ std::string control_of(const control::ClusterConfig& cluster, const std::string&
   return control::default_control_socket(name);
 }
 
-template <typename Daemon>
-void serve(const DaemonOptions& o, const char* kind) {
+// Serves the daemon `make(cluster)` builds until SIGINT/SIGTERM: its control socket, metrics.
+template <typename Make>
+void serve(const DaemonOptions& o, const char* kind, Make make) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   const auto cluster = control::ClusterConfig::load(o.config);
-  Daemon daemon(cluster, o.name);
+  auto made = make(cluster);
+  auto& daemon = *made;
   runtime::EventLoop loop;
   loop.stop_on_signals();
   daemon.attach(loop);
@@ -97,10 +102,34 @@ void add_daemon_commands(CLI::App& app) {
   static DaemonOptions sw, ps;
   auto* s = app.add_subcommand("switch", "Run one switch (level 1 or 2) of a cluster file");
   add_common(s, sw, "switch");
-  s->callback([] { serve<daemons::SwitchDaemon>(sw, "switch"); });
+  s->callback([] {
+    serve(sw, "switch", [](const auto& c) { return std::make_unique<daemons::SwitchDaemon>(c, sw.name); });
+  });
   auto* p = app.add_subcommand("ps", "Run one parameter server of a cluster file");
   add_common(p, ps, "parameter server");
-  p->callback([] { serve<daemons::PsDaemon>(ps, "ps"); });
+  p->callback([] {
+    serve(ps, "ps", [](const auto& c) { return std::make_unique<daemons::PsDaemon>(c, ps.name); });
+  });
+}
+
+void add_p4_agent_command(CLI::App& p4) {
+  static DaemonOptions o;
+  static std::uint16_t thrift_port = 9090;
+  static std::string cli = "simple_switch_CLI";
+  auto* a = p4.add_subcommand(
+      "agent", "Run the control plane of one BMv2 switch of a cluster file: its entries at "
+               "start, jobs admitted and removed over its control socket (as `atp switch`), "
+               "and its claim clock");
+  add_common(a, o, "P4 switch");
+  a->add_option("--thrift-port", thrift_port, "simple_switch's runtime (thrift) port")
+      ->capture_default_str();
+  a->add_option("--cli", cli, "The runtime CLI program")->capture_default_str();
+  a->callback([] {
+    serve(o, "p4 agent", [](const auto& c) {
+      return std::make_unique<daemons::P4SwitchAgent>(
+          c, o.name, std::make_unique<runtime::Bmv2Cli>(cli, thrift_port));
+    });
+  });
 }
 
 }  // namespace atp::apps

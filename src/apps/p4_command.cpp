@@ -65,6 +65,7 @@ void print_trace_entries(const P4ConfigOptions& o) {
 void add_p4_command(CLI::App& app) {
   auto* p4 = app.add_subcommand("p4", "The P4 programs' control plane (docs/p4.md)");
   p4->require_subcommand(1);
+  add_p4_agent_command(*p4);
   auto* cmd = p4->add_subcommand(
       "config", "Print one switch's table entries and multicast groups for a P4 target");
   static P4ConfigOptions o;

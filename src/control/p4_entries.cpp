@@ -88,6 +88,8 @@ std::vector<P4TableEntry> job_table_entries(const engines::SwitchJob& job) {
   return out;
 }
 
+}  // namespace
+
 const SwitchSpec& p4_switch_spec(const ClusterConfig& cluster, const std::string& name) {
   const SwitchSpec& spec = cluster.switch_named(name);
   const std::string where = "switch '" + name + "'";
@@ -101,6 +103,8 @@ const SwitchSpec& p4_switch_spec(const ClusterConfig& cluster, const std::string
   if (spec.threads != 1) throw std::invalid_argument(where + ": a P4 switch has one thread");
   return spec;
 }
+
+namespace {
 
 // The job's node ids (from the address book) as the switch's ports, and the node behind each
 // port, checked to be one per (job, port): the next hop's key.
@@ -159,9 +163,7 @@ P4Entries switch_jobs(const ClusterConfig& cluster, const std::string& name,
   for (auto& job : cluster.switch_jobs(name, book)) {
     if (only_job && job.job != *only_job) continue;
     found = true;
-    const PortedJob ported = to_ports(std::move(job), spec, book);
-    out.append(p4_job(ported.job, limits));
-    for (auto& e : next_hops(ported, spec)) out.tables.push_back(std::move(e));
+    out.append(p4_job_on_switch(std::move(job), spec, book, limits));
   }
   if (only_job && !found)
     throw std::invalid_argument(fmt::format("switch '{}' does not serve job {}", name, *only_job));
@@ -269,11 +271,10 @@ P4Entries p4_job(const engines::SwitchJob& job, const P4Limits& limits) {
   return out;
 }
 
-P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
-                    const P4Limits& limits) {
+P4Entries p4_switch_base(const ClusterConfig& cluster, const std::string& name,
+                         const P4Limits& limits) {
   const SwitchSpec& spec = p4_switch_spec(cluster, name);
   P4Entries out = p4_profile(cluster.switch_config(name), limits);
-  out.append(switch_jobs(cluster, name, nullptr, limits));
   for (const P4Port& p : spec.p4.ports) {
     P4Value dst = field("hdr.ipv4.dst", p.peer_ip, Format::ipv4);
     dst.match = Match::lpm;
@@ -284,10 +285,27 @@ P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
   return out;
 }
 
+P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
+                    const P4Limits& limits) {
+  P4Entries out = p4_switch_base(cluster, name, limits);
+  out.append(switch_jobs(cluster, name, nullptr, limits));
+  return out;
+}
+
+P4Entries p4_job_on_switch(engines::SwitchJob job, const SwitchSpec& spec,
+                           const runtime::AddressBook& book, const P4Limits& limits) {
+  const PortedJob ported = to_ports(std::move(job), spec, book);
+  P4Entries out = p4_job(ported.job, limits);
+  for (auto& e : next_hops(ported, spec)) out.tables.push_back(std::move(e));
+  return out;
+}
+
 P4Entries p4_switch_job(const ClusterConfig& cluster, const std::string& name,
                         std::uint32_t job, const P4Limits& limits) {
   return switch_jobs(cluster, name, &job, limits);
 }
+
+std::string bmv2_command(const P4TableEntry& entry) { return bmv2_line(entry); }
 
 std::vector<std::string> bmv2_commands(const P4Entries& entries, unsigned first_node) {
   std::vector<std::string> out;

@@ -73,7 +73,18 @@ P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
                     const P4Limits& limits = {});
 P4Entries p4_switch_job(const ClusterConfig& cluster, const std::string& name,
                         std::uint32_t job, const P4Limits& limits = {});
+// What a switch needs before any job: the profile and the plain IPv4 routes to its neighbours.
+P4Entries p4_switch_base(const ClusterConfig& cluster, const std::string& name,
+                         const P4Limits& limits = {});
+// One job's entries on switch `spec` (p4_switch_job's, from a SwitchJob the caller derived and
+// may have changed, e.g. a static slice a running switch placed), node ids read from `book`.
+P4Entries p4_job_on_switch(engines::SwitchJob job, const SwitchSpec& spec,
+                           const runtime::AddressBook& book, const P4Limits& limits = {});
+// The switch `name` of `cluster` as a P4 switch: its spec, checked (see p4_switch).
+const SwitchSpec& p4_switch_spec(const ClusterConfig& cluster, const std::string& name);
 
+// One table entry as a simple_switch_CLI command (table_add or table_set_default).
+std::string bmv2_command(const P4TableEntry& entry);
 // simple_switch_CLI commands. A group's node is created and associated in the same order as
 // the groups, numbered from `first_node` (BMv2 numbers nodes 0, 1, ... on a fresh switch).
 std::vector<std::string> bmv2_commands(const P4Entries& entries, unsigned first_node = 0);

@@ -63,4 +63,17 @@ std::uint32_t SliceAllocator::largest_free_run() const {
   return std::max(best, pool_ - gap_start);
 }
 
+void place_static_slice(SliceAllocator& slices, engines::Policy policy, engines::SwitchJob& job,
+                        const std::string& switch_name) {
+  if (policy != engines::Policy::static_partition || job.static_count == 0) return;
+  const auto slice = slices.allocate(job.job, job.static_count);
+  if (!slice)
+    throw std::invalid_argument(
+        "switch '" + switch_name + "': no free run of " + std::to_string(job.static_count) +
+        " aggregators for job " + std::to_string(job.job) + "'s static slice (" +
+        std::to_string(slices.free_aggregators()) + " free, largest run " +
+        std::to_string(slices.largest_free_run()) + "); remove a job first");
+  job.static_first = slice->first;
+}
+
 }  // namespace atp::control

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "engines/switch/switch_tables.h"
+
 namespace atp::control {
 
 struct Slice {
@@ -37,5 +39,12 @@ class SliceAllocator {
   std::map<std::uint32_t, std::uint32_t> by_first_;  // first -> job
   std::map<std::uint32_t, Slice> by_job_;
 };
+
+// Admitting `job` at run time under `policy` on switch `switch_name`: a static job gets a free run
+// of its static_count from `slices` (job.static_first is set to it); throws
+// std::invalid_argument saying what is free when there is no such run. Any other job is left
+// as it is.
+void place_static_slice(SliceAllocator& slices, engines::Policy policy, engines::SwitchJob& job,
+                        const std::string& switch_name);
 
 }  // namespace atp::control

@@ -148,17 +148,7 @@ void SwitchDaemon::admit(const control::ClusterConfig& cluster, std::uint32_t jo
 // The entry as the file derives it, but for the static slice: the file cuts the pool among
 // the jobs it names, which would overlap what running jobs hold; the allocator gives a free run.
 void SwitchDaemon::install(Shard& s, engines::SwitchJob job) {
-  if (s.pipeline.config().policy == engines::Policy::static_partition && job.static_count > 0) {
-    const auto slice = s.slices.allocate(job.job, job.static_count);
-    if (!slice) {
-      throw std::invalid_argument(
-          "switch '" + name_ + "': no free run of " + std::to_string(job.static_count) +
-          " aggregators for job " + std::to_string(job.job) + "'s static slice (" +
-          std::to_string(s.slices.free_aggregators()) + " free, largest run " +
-          std::to_string(s.slices.largest_free_run()) + "); remove a job first");
-    }
-    job.static_first = slice->first;
-  }
+  control::place_static_slice(s.slices, s.pipeline.config().policy, job, name_);
   try {
     s.pipeline.add_job(std::move(job));
   } catch (...) {

@@ -72,7 +72,7 @@ def test_no_simple_switch_starts_unless_every_switchs_entries_derive(monkeypatch
     topo = bmv2.Bmv2Topology(2, 1, 1, 100)
     topo.wiring = {ns: {} for ns, _ in topo.switch_names()}
     try:
-        topo.start_switches("atp.json", str(tmp_path / "cluster.toml"), "atp", None)
+        topo.start_switches("atp.json", str(tmp_path / "cluster.toml"), None)
         raise AssertionError("started")
     except RuntimeError as e:
         assert "atp p4 config --switch rack1: job 1: the P4 programs need a power-of-two" in str(e)

@@ -1,0 +1,199 @@
+#include "daemons/p4_switch_agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+
+#include "engines/switch/switch_pipeline.h"
+
+namespace atp::daemons {
+
+namespace {
+
+// The P4 program's next steps in its AtpIngress.next_steps counter, indexed as engines::NextStep
+// (p4/common/constants.p4, STEP_*).
+constexpr const char* kNextSteps[] = {"drop_malformed", "drop_unknown_job", "drop_forged",
+                                      "pass_up",        "collide_up",       "absorb",
+                                      "drop_duplicate", "emit_sum",         "flush_up",
+                                      "multicast_down", "join_up",          "answer_down"};
+static_assert(std::size(kNextSteps) == static_cast<std::size_t>(engines::NextStep::answer_down) + 1);
+
+}  // namespace
+
+std::uint64_t number_after(const std::string& answer, const std::string& marker,
+                           const std::string& command) {
+  const std::size_t at = answer.find(marker);
+  std::uint64_t value = 0;
+  if (at != std::string::npos) {
+    const char* first = answer.data() + at + marker.size();
+    while (first < answer.data() + answer.size() && *first == ' ') ++first;
+    if (std::from_chars(first, answer.data() + answer.size(), value).ec == std::errc{}) return value;
+  }
+  throw runtime::SwitchCliError("'" + command + "': no \"" + marker + "\" number in its answer: " + answer);
+}
+
+P4SwitchAgent::P4SwitchAgent(const control::ClusterConfig& fabric, const std::string& name,
+                             std::unique_ptr<runtime::SwitchCli> cli, const control::P4Limits& limits)
+    : fabric_(fabric), spec_(control::p4_switch_spec(fabric_, name)),
+      profile_(fabric_.switch_config(name)), limits_(limits), cli_(std::move(cli)),
+      slices_(profile_.pool_size), started_(runtime::monotonic_now()) {
+  for (const std::string& command : control::bmv2_commands(control::p4_switch_base(fabric_, name, limits_)))
+    cli_->run(command);
+  runtime::AddressBook book;
+  for (engines::SwitchJob& job : fabric_.switch_jobs(name, book)) {
+    slices_.reserve(job.job, {job.static_first, job.static_count});  // as the file cut the pool
+    const std::uint32_t id = job.job;
+    install(id, control::p4_job_on_switch(std::move(job), spec_, book, limits_));
+  }
+}
+
+void P4SwitchAgent::attach(runtime::EventLoop& loop) {
+  const Duration period = profile_.stale_after / 8;
+  tick_timer_ = loop.add_timer([this, &loop, period] {
+    tick(runtime::monotonic_now());
+    loop.arm(tick_timer_, runtime::monotonic_now() + period);
+  });
+  loop.arm(tick_timer_, runtime::monotonic_now());
+}
+
+void P4SwitchAgent::tick(Time now) {
+  const std::uint32_t epoch = engines::claim_clock(now - started_, profile_.stale_after).epoch;
+  if (epoch == epoch_written_) return;
+  try {
+    cli_->run("register_write AtpIngress.claim_epoch 0 " + std::to_string(epoch));
+    epoch_written_ = epoch;
+    ++ticks_;
+  } catch (const runtime::SwitchCliError& e) {
+    // Said and counted, and tried again at the next tick: a clock that stops ticking takes no
+    // stale aggregator over (docs/engines.md §2.2), so it must never stop unseen.
+    ++tick_failures_;
+    last_tick_error_ = e.what();
+    spdlog::error("p4 agent '{}': claim epoch {} not written ({} failures): {}", spec_.name,
+                  epoch, tick_failures_, e.what());
+  }
+}
+
+std::vector<std::uint32_t> P4SwitchAgent::job_ids() const {
+  std::vector<std::uint32_t> ids;
+  for (const auto& [id, installed] : jobs_) ids.push_back(id);
+  return ids;
+}
+
+// A job already here is replaced, as `atp switch` replaces it: the new entries are derived
+// (and checked) first, then the old ones deleted and the new ones added.
+void P4SwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
+  runtime::AddressBook book;
+  std::optional<engines::SwitchJob> entry;
+  for (engines::SwitchJob& j : cluster.switch_jobs(spec_.name, book))
+    if (j.job == job) entry = std::move(j);
+  if (!entry)
+    throw std::invalid_argument("job " + std::to_string(job) + " does not use switch '" + spec_.name + "'");
+  const std::optional<control::Slice> held = slices_.slice_of(job);
+  control::place_static_slice(slices_, profile_.policy, *entry, spec_.name);
+  control::P4Entries entries;
+  try {
+    entries = control::p4_job_on_switch(std::move(*entry), spec_, book, limits_);
+  } catch (...) {
+    // Refused before the switch was touched: the job keeps what it held.
+    if (held) slices_.reserve(job, *held); else slices_.release(job);
+    throw;
+  }
+  if (const auto old = jobs_.find(job); old != jobs_.end()) {
+    uninstall(old->second);
+    jobs_.erase(old);
+  }
+  try {
+    install(job, entries);
+  } catch (...) {
+    slices_.release(job);
+    throw;
+  }
+}
+
+bool P4SwitchAgent::remove_job(std::uint32_t job) {
+  const auto it = jobs_.find(job);
+  if (it == jobs_.end()) return false;
+  uninstall(it->second);
+  jobs_.erase(it);
+  slices_.release(job);
+  return true;
+}
+
+// Every entry is added and its handle kept; if the switch refuses one, what was added is
+// deleted again and the refusal thrown.
+void P4SwitchAgent::install(std::uint32_t job, const control::P4Entries& entries) {
+  Installed done;
+  try {
+    for (const control::P4TableEntry& e : entries.tables) {
+      const std::string command = control::bmv2_command(e);
+      done.entries.emplace_back(e.table, number_after(cli_->run(command), "with handle", command));
+    }
+    for (const control::P4MulticastGroup& g : entries.groups) add_group(g, done);
+  } catch (...) {
+    uninstall(done);
+    throw;
+  }
+  jobs_[job] = std::move(done);
+}
+
+std::uint64_t P4SwitchAgent::add_group(const control::P4MulticastGroup& group, Installed& done) {
+  const std::string id = std::to_string(group.group);
+  cli_->run("mc_mgrp_create " + id);
+  done.groups.emplace_back(group.group, ~std::uint64_t{0});  // created, no node yet
+  std::string create = "mc_node_create " + id;
+  for (engines::Port p : group.ports) create += " " + std::to_string(p);
+  const std::uint64_t node = number_after(cli_->run(create), "with handle", create);
+  done.groups.back().second = node;
+  cli_->run("mc_node_associate " + id + " " + std::to_string(node));
+  return node;
+}
+
+// Deletes what `installed` names, newest first; a delete the switch refuses is logged and the
+// rest still deleted (the job is gone from the agent either way: nothing can refer to it).
+void P4SwitchAgent::uninstall(const Installed& installed) {
+  auto attempt = [this](const std::string& command) {
+    try {
+      cli_->run(command);
+    } catch (const runtime::SwitchCliError& e) {
+      spdlog::error("p4 agent '{}': {}", spec_.name, e.what());
+    }
+  };
+  for (auto g = installed.groups.rbegin(); g != installed.groups.rend(); ++g) {
+    const std::string id = std::to_string(g->first);
+    if (g->second != ~std::uint64_t{0}) {
+      attempt("mc_node_dissociate " + id + " " + std::to_string(g->second));
+      attempt("mc_node_destroy " + std::to_string(g->second));
+    }
+    attempt("mc_mgrp_destroy " + id);
+  }
+  for (auto e = installed.entries.rbegin(); e != installed.entries.rend(); ++e)
+    attempt("table_delete " + e->first + " " + std::to_string(e->second));
+}
+
+nlohmann::json P4SwitchAgent::stats() {
+  nlohmann::json jobs = nlohmann::json::object();
+  for (const auto& [id, installed] : jobs_) {
+    nlohmann::json job = {{"entries", installed.entries.size()}};
+    if (const auto slice = slices_.slice_of(id)) job["static_slice"] = {slice->first, slice->count};
+    jobs[std::to_string(id)] = job;
+  }
+  nlohmann::json steps = nlohmann::json::object();
+  for (std::size_t i = 0; i < std::size(kNextSteps); ++i) {
+    const std::string command = "counter_read AtpIngress.next_steps " + std::to_string(i);
+    try {  // "AtpIngress.next_steps[i]=  (B bytes, P packets)"
+      const std::string answer = cli_->run(command);
+      const std::size_t comma = answer.find("bytes, ");
+      steps[kNextSteps[i]] = number_after(answer.substr(comma == std::string::npos ? 0 : comma),
+                                          "bytes,", command);
+    } catch (const runtime::SwitchCliError& e) {
+      steps[kNextSteps[i]] = nullptr;
+      spdlog::warn("p4 agent '{}': {}", spec_.name, e.what());
+    }
+  }
+  return {{"jobs", jobs},
+          {"next_steps", steps},
+          {"claim_clock", {{"epoch", epoch_written_}, {"ticks", ticks_}, {"failures", tick_failures_},
+                           {"last_error", last_tick_error_}}}};
+}
+
+}  // namespace atp::daemons

@@ -1,0 +1,77 @@
+#pragma once
+// `atp p4 agent`: the control plane of one P4 switch (BMv2 today), beside it. It answers the
+// same control requests as `atp switch` (control_requests.h), so the controller admits and
+// removes jobs on a P4 switch as on a software one, and turns them into the program's entries
+// (control/p4_entries.h) through the switch's runtime CLI:
+//  - at start: the profile, the IPv4 routes to its neighbours, and the cluster file's jobs;
+//  - admit: the job's table entries and multicast group, each handle the switch gives kept;
+//    a command the switch refuses undoes what the admission added, and the error is returned;
+//  - remove: exactly those handles deleted, the group destroyed;
+//  - the claim clock: the epoch register written every stale_after / 8 when it changes
+//    (engines::claim_clock), as a Tofino's control CPU would.
+// It runs on one event loop: the CLI is called from the loop's thread only.
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "control/cluster_config.h"
+#include "control/p4_entries.h"
+#include "control/slice_allocator.h"
+#include "runtime/event_loop.h"
+#include "runtime/switch_cli.h"
+
+namespace atp::daemons {
+
+class P4SwitchAgent {
+ public:
+  // Programs the switch's base entries and the file's jobs; throws what the switch refused.
+  P4SwitchAgent(const control::ClusterConfig& fabric, const std::string& name,
+                std::unique_ptr<runtime::SwitchCli> cli,
+                const control::P4Limits& limits = control::P4Limits::bmv2());
+
+  // Ticks the claim clock on `loop` from now on (the first tick is written at once).
+  void attach(runtime::EventLoop& loop);
+  // Writes the claim epoch of time `now` (since the agent started) if it changed.
+  void tick(Time now);
+
+  nlohmann::json stats();
+  const runtime::Endpoint& address() const { return spec_.address; }
+  const std::string& name() const { return spec_.name; }
+  const control::ClusterConfig& fabric() const { return fabric_; }
+
+  std::vector<std::uint32_t> job_ids() const;
+  void admit(const control::ClusterConfig& cluster, std::uint32_t job);
+  bool remove_job(std::uint32_t job);
+
+ private:
+  // What one job holds on the switch: each table entry's (table, handle), and its group.
+  struct Installed {
+    std::vector<std::pair<std::string, std::uint64_t>> entries;
+    std::vector<std::pair<std::uint16_t, std::uint64_t>> groups;  // (group, node handle)
+  };
+  void install(std::uint32_t job, const control::P4Entries& entries);
+  void uninstall(const Installed& installed);
+  std::uint64_t add_group(const control::P4MulticastGroup& group, Installed& done);
+
+  control::ClusterConfig fabric_;
+  const control::SwitchSpec& spec_;
+  engines::SwitchConfig profile_;
+  control::P4Limits limits_;
+  std::unique_ptr<runtime::SwitchCli> cli_;
+  control::SliceAllocator slices_;
+  std::map<std::uint32_t, Installed> jobs_;
+  Time started_ = 0;
+  int tick_timer_ = -1;
+  std::uint32_t epoch_written_ = 0;  // 0: none yet
+  std::uint64_t ticks_ = 0, tick_failures_ = 0;
+  std::string last_tick_error_;
+};
+
+// The number after `marker` in a CLI answer ("... with handle 3"); throws SwitchCliError
+// naming `command` if it is not there.
+std::uint64_t number_after(const std::string& answer, const std::string& marker,
+                           const std::string& command);
+
+}  // namespace atp::daemons

@@ -1,0 +1,143 @@
+#include "runtime/bmv2_cli.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/event_loop.h"
+
+namespace atp::runtime {
+
+namespace {
+
+constexpr std::string_view kPrompt = "RuntimeCmd: ";
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+// The child's side: stdin from `in`, stdout and stderr to `out`, then the CLI.
+[[noreturn]] void exec_cli(const std::string& program, std::uint16_t port, int in, int out) {
+  ::dup2(in, STDIN_FILENO);
+  ::dup2(out, STDOUT_FILENO);
+  ::dup2(out, STDERR_FILENO);
+  const std::string port_text = std::to_string(port);
+  const char* argv[] = {program.c_str(), "--thrift-port", port_text.c_str(), nullptr};
+  ::execvp(program.c_str(), const_cast<char* const*>(argv));
+  const std::string why = program + ": " + std::strerror(errno) + "\n";
+  [[maybe_unused]] auto written = ::write(STDOUT_FILENO, why.data(), why.size());
+  ::_exit(127);
+}
+
+}  // namespace
+
+bool bmv2_answer_failed(const std::string& answer) {
+  for (std::size_t at = 0; at < answer.size();) {
+    const std::size_t end = std::min(answer.find('\n', at), answer.size());
+    const std::string_view line(answer.data() + at, end - at);
+    if (line.starts_with("Error") || line.starts_with("Invalid") ||
+        line.starts_with("*** Unknown syntax"))
+      return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+Bmv2Cli::Bmv2Cli(const std::string& program, std::uint16_t thrift_port) {
+  // Commands go over a socket pair rather than a pipe: a send to a CLI that died then fails
+  // with EPIPE (MSG_NOSIGNAL) instead of killing the agent with SIGPIPE.
+  int to[2], from[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, to) != 0)
+    throw SwitchCliError(std::string("socketpair: ") + std::strerror(errno));
+  if (::pipe2(from, O_CLOEXEC) != 0) {
+    ::close(to[0]);
+    ::close(to[1]);
+    throw SwitchCliError(std::string("pipe: ") + std::strerror(errno));
+  }
+  pid_ = ::fork();
+  if (pid_ == 0) exec_cli(program, thrift_port, to[0], from[1]);
+  ::close(to[0]);
+  ::close(from[1]);
+  to_cli_ = to[1];
+  from_cli_ = from[0];
+  if (pid_ < 0) {
+    stop();
+    throw SwitchCliError(std::string("fork: ") + std::strerror(errno));
+  }
+  try {
+    read_to_prompt(program + " on thrift port " + std::to_string(thrift_port));
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+Bmv2Cli::~Bmv2Cli() { stop(); }
+
+std::string Bmv2Cli::run(const std::string& command) {
+  if (command.find('\n') != std::string::npos)
+    throw SwitchCliError("'" + command + "': one command per line");
+  const std::string line = command + "\n";
+  for (std::size_t sent = 0; sent < line.size();) {
+    const ssize_t n = ::send(to_cli_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw SwitchCliError("'" + command + "': the CLI is gone (" + std::strerror(errno) + ")");
+    sent += static_cast<std::size_t>(n);
+  }
+  std::string answer = read_to_prompt("'" + command + "'");
+  if (bmv2_answer_failed(answer)) {
+    while (!answer.empty() && (answer.back() == '\n' || answer.back() == ' ')) answer.pop_back();
+    throw SwitchCliError("'" + command + "': " + answer);
+  }
+  return answer;
+}
+
+// Everything up to the next prompt, within kAnswerBudget.
+std::string Bmv2Cli::read_to_prompt(const std::string& waiting_for) {
+  const Time deadline = monotonic_now() + kAnswerBudget;
+  std::string out;
+  while (!std::string_view(out).ends_with(kPrompt)) {
+    const Time left = deadline - monotonic_now();
+    pollfd p{from_cli_, POLLIN, 0};
+    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left / kMillisecond) + 1) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0)
+      throw SwitchCliError(waiting_for + ": no answer from simple_switch_CLI within " +
+                           std::to_string(kAnswerBudget / kSecond) + " s");
+    char buffer[65536];
+    const ssize_t n = ::read(from_cli_, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw SwitchCliError(waiting_for + ": simple_switch_CLI exited: " + out);
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  out.resize(out.size() - kPrompt.size());
+  return out;
+}
+
+// Closing its stdin ends the CLI; one that does not end within a second is killed.
+void Bmv2Cli::stop() {
+  close_fd(to_cli_);
+  if (pid_ > 0) {
+    int status = 0;
+    const Time deadline = monotonic_now() + kSecond;
+    while (::waitpid(pid_, &status, WNOHANG) == 0) {
+      if (monotonic_now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        break;
+      }
+      ::usleep(10'000);
+    }
+  }
+  pid_ = -1;
+  close_fd(from_cli_);
+}
+
+}  // namespace atp::runtime

@@ -1,0 +1,270 @@
+// `atp p4 agent` against a fake simple_switch_CLI that keeps tables, multicast groups and the
+// claim register as BMv2 does (a duplicate key or an unknown handle is refused): what the agent
+// adds at start, admits and removes leaves the switch exactly as the jobs present say.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "daemons/p4_switch_agent.h"
+#include "runtime/event_loop.h"
+
+namespace atp::daemons {
+namespace {
+
+// The switch's state as the CLI changes it, kept by the test after the agent owns the CLI.
+struct FakeSwitch {
+  std::map<std::string, std::string> defaults;                       // table -> command
+  std::map<std::string, std::map<std::uint64_t, std::string>> tables;  // table -> handle -> key
+  std::map<std::string, std::uint64_t> next_handle;
+  std::set<std::uint64_t> groups;
+  std::map<std::uint64_t, std::uint64_t> nodes;  // node handle -> group it is associated with (0: none)
+  std::uint64_t next_node = 0;
+  std::vector<std::string> epochs_written;
+  std::size_t commands = 0;
+  std::size_t fail_at = 0;  // 1-based command number to refuse (0: none)
+  std::string fail_prefix;  // or refuse every command starting with this
+
+  std::size_t entries() const {
+    std::size_t n = 0;
+    for (const auto& [table, entries] : tables) n += entries.size();
+    return n;
+  }
+};
+
+class FakeCli final : public runtime::SwitchCli {
+ public:
+  explicit FakeCli(std::shared_ptr<FakeSwitch> s) : s_(std::move(s)) {}
+
+  std::string run(const std::string& command) override {
+    ++s_->commands;
+    if (s_->commands == s_->fail_at ||
+        (!s_->fail_prefix.empty() && command.starts_with(s_->fail_prefix)))
+      throw runtime::SwitchCliError("'" + command + "': Invalid table operation (ERROR)");
+    std::istringstream in(command);
+    std::string verb, a, b;
+    in >> verb >> a;
+    if (verb == "table_set_default") return s_->defaults[a] = command, "";
+    if (verb == "table_add") {
+      in >> b;
+      std::string key;
+      std::getline(in, key);
+      key = key.substr(0, key.find("=>"));
+      for (const auto& [h, k] : s_->tables[a])
+        if (k == key) refuse(command, "Invalid table operation (DUPLICATE_ENTRY)");
+      const std::uint64_t handle = s_->next_handle[a]++;
+      s_->tables[a][handle] = key;
+      return "Entry has been added with handle " + std::to_string(handle) + "\n";
+    }
+    if (verb == "table_delete") {
+      std::uint64_t handle = 0;
+      in >> handle;
+      if (s_->tables[a].erase(handle) == 0) refuse(command, "Invalid table operation (INVALID_HANDLE)");
+      return "";
+    }
+    if (verb == "mc_mgrp_create") {
+      if (!s_->groups.insert(std::stoull(a)).second) refuse(command, "Invalid PRE operation (ERROR)");
+      return "Creating multicast group " + a + "\n";
+    }
+    if (verb == "mc_node_create") {
+      s_->nodes[s_->next_node] = 0;
+      return "node was created with handle " + std::to_string(s_->next_node++) + "\n";
+    }
+    if (verb == "mc_node_associate" || verb == "mc_node_dissociate") {
+      std::uint64_t node = 0;
+      in >> node;
+      const auto it = s_->nodes.find(node);
+      if (it == s_->nodes.end() || !s_->groups.contains(std::stoull(a))) refuse(command, "Invalid PRE operation (INVALID_L1_HANDLE)");
+      it->second = verb == "mc_node_associate" ? std::stoull(a) : 0;
+      return "";
+    }
+    if (verb == "mc_node_destroy") {
+      if (s_->nodes.erase(std::stoull(a)) == 0) refuse(command, "Invalid PRE operation (INVALID_L1_HANDLE)");
+      return "";
+    }
+    if (verb == "mc_mgrp_destroy") {
+      if (s_->groups.erase(std::stoull(a)) == 0) refuse(command, "Invalid PRE operation (INVALID_MGID)");
+      return "";
+    }
+    if (verb == "register_write") {
+      std::string index, value;
+      in >> index >> value;
+      s_->epochs_written.push_back(value);
+      return "";
+    }
+    if (verb == "counter_read") return a + "[0]= (100 bytes, 7 packets)\n";
+    refuse(command, "*** Unknown syntax: " + command);
+    return "";
+  }
+
+ private:
+  [[noreturn]] static void refuse(const std::string& command, const std::string& why) {
+    throw runtime::SwitchCliError("'" + command + "': " + why);
+  }
+  std::shared_ptr<FakeSwitch> s_;
+};
+
+// examples/p4_two_racks.toml's rackA with a pool BMv2 holds: jobs 7 (two workers here) and 8.
+constexpr const char* kFabric = R"(
+[[switch]]
+name = "rackA"
+address = "10.1.0.1:9999"
+level = 1
+uplink = "spine"
+aggregators = 4096
+values_per_aggregator = 14
+policy = "POLICY"
+mac = "02:00:0a:01:00:01"
+ports = [
+  { port = 128, peer = "10.1.0.11", mac = "0c:42:a1:00:01:0b" },
+  { port = 136, peer = "10.1.0.12", mac = "0c:42:a1:00:01:0c" },
+  { port = 144, peer = "10.0.0.1", mac = "02:00:0a:00:00:01" },
+]
+
+[[switch]]
+name = "spine"
+address = "10.0.0.1:9999"
+level = 2
+aggregators = 4096
+values_per_aggregator = 14
+mac = "02:00:0a:00:00:01"
+ports = [ { port = 128, peer = "10.1.0.1", mac = "02:00:0a:01:00:01" },
+          { port = 152, peer = "10.0.1.10", mac = "0c:42:a1:00:00:0a" } ]
+
+[[ps]]
+name = "ps0"
+address = "10.0.1.10:9100"
+)";
+
+constexpr const char* kJob7 = R"(
+[[job]]
+id = 7
+window = 64
+values_per_packet = 14
+parameter_servers = ["ps0"]
+workers = [ { rack = "rackA", address = "10.1.0.11:9200" },
+            { rack = "rackA", address = "10.1.0.12:9200" } ]
+)";
+
+constexpr const char* kJob8 = R"(
+[[job]]
+id = 8
+window = 32
+values_per_packet = 14
+parameter_servers = ["ps0"]
+workers = [ { rack = "rackA", address = "10.1.0.11:9201" } ]
+)";
+
+control::ClusterConfig fabric(const std::string& policy, const std::string& jobs = "") {
+  std::string text = kFabric;
+  text.replace(text.find("POLICY"), 6, policy);
+  return control::ClusterConfig::parse(text + jobs, "test fabric");
+}
+
+struct Agent {
+  std::shared_ptr<FakeSwitch> sw = std::make_shared<FakeSwitch>();
+  std::unique_ptr<P4SwitchAgent> agent;
+  Agent(const control::ClusterConfig& f) {
+    agent = std::make_unique<P4SwitchAgent>(f, "rackA", std::make_unique<FakeCli>(sw));
+  }
+};
+
+TEST(P4SwitchAgent, StartsWithTheProfileTheRoutesAndTheFilesJobs) {
+  Agent a(fabric("atp", std::string(kJob7) + kJob8));
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7, 8}));
+  EXPECT_TRUE(a.sw->defaults.contains("AtpIngress.profile"));
+  EXPECT_EQ(a.sw->tables["AtpIngress.ipv4_routes"].size(), 3u);  // one per port
+  EXPECT_EQ(a.sw->tables["AtpIngress.job_table.jobs"].size(), 2u);
+  EXPECT_EQ(a.sw->groups.size(), 2u);
+  for (const auto& [node, group] : a.sw->nodes) EXPECT_NE(group, 0u) << "node " << node;
+}
+
+// What admitting adds, removing deletes: the switch is as it was, the other job untouched.
+TEST(P4SwitchAgent, RemovingAJobDeletesExactlyWhatAdmittingItAdded) {
+  Agent a(fabric("atp", kJob8));
+  const std::size_t before = a.sw->entries();
+  const auto jobs_before = a.sw->tables["AtpIngress.job_table.jobs"];
+  a.agent->admit(fabric("atp", kJob7), 7);
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7, 8}));
+  EXPECT_GT(a.sw->entries(), before);
+  EXPECT_EQ(a.sw->groups.size(), 2u);
+
+  EXPECT_TRUE(a.agent->remove_job(7));
+  EXPECT_EQ(a.sw->entries(), before);
+  EXPECT_EQ(a.sw->tables["AtpIngress.job_table.jobs"], jobs_before);
+  EXPECT_EQ(a.sw->groups.size(), 1u);
+  EXPECT_EQ(a.sw->nodes.size(), 1u);
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{8}));
+  EXPECT_FALSE(a.agent->remove_job(7));
+}
+
+// A command the switch refuses midway leaves nothing of the admission behind.
+TEST(P4SwitchAgent, ARefusedCommandUndoesTheAdmission) {
+  for (const char* refused : {"table_add AtpIngress.job_table.answers", "mc_node_create",
+                              "mc_node_associate"}) {
+    Agent a(fabric("atp", kJob8));
+    const std::size_t entries = a.sw->entries();
+    a.sw->fail_prefix = refused;
+    EXPECT_THROW(a.agent->admit(fabric("atp", kJob7), 7), runtime::SwitchCliError) << refused;
+    a.sw->fail_prefix.clear();
+    EXPECT_EQ(a.sw->entries(), entries) << refused;
+    EXPECT_EQ(a.sw->groups.size(), 1u) << refused;
+    EXPECT_EQ(a.sw->nodes.size(), 1u) << refused;
+    EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{8})) << refused;
+    a.agent->admit(fabric("atp", kJob7), 7);  // and it can be admitted once the switch takes it
+    EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7, 8})) << refused;
+  }
+}
+
+// Admitting a job that is there replaces it, as `atp switch` does (the switch would refuse the
+// same keys twice).
+TEST(P4SwitchAgent, AdmittingAJobAgainReplacesIt) {
+  Agent a(fabric("atp", kJob7));
+  const std::size_t entries = a.sw->entries();
+  a.agent->admit(fabric("atp", kJob7), 7);
+  EXPECT_EQ(a.sw->entries(), entries);
+  EXPECT_EQ(a.sw->groups.size(), 1u);
+  EXPECT_EQ(a.sw->nodes.size(), 1u);
+}
+
+// Under the static policy an admitted job gets aggregators nobody holds: the file naming job 7
+// alone would give it the whole pool, over job 8's half.
+TEST(P4SwitchAgent, AnAdmittedStaticJobGetsAFreeSliceOrIsRefused) {
+  Agent a(fabric("static", std::string(kJob7) + kJob8));
+  ASSERT_TRUE(a.agent->remove_job(7));
+  const std::size_t entries = a.sw->entries();
+  EXPECT_THROW(a.agent->admit(fabric("static", kJob7), 7), std::invalid_argument);
+  EXPECT_EQ(a.sw->entries(), entries);  // refused before the switch was touched
+  ASSERT_TRUE(a.agent->remove_job(8));
+  a.agent->admit(fabric("static", kJob7), 7);
+  EXPECT_EQ(a.agent->stats()["jobs"]["7"]["static_slice"], (nlohmann::json{0, 4096}));
+}
+
+TEST(P4SwitchAgent, TheClaimClockWritesEachNewEpochOnceAndRetriesAFailedWrite) {
+  Agent a(fabric("atp"));
+  const Time start = runtime::monotonic_now();
+  const Duration half = engines::SwitchConfig{}.stale_after / 2;
+  a.agent->tick(start);
+  a.agent->tick(start + 1);  // same epoch: nothing written
+  a.sw->fail_prefix = "register_write";
+  a.agent->tick(start + 2 * half);
+  a.sw->fail_prefix.clear();
+  a.agent->tick(start + 2 * half + 1);  // the epoch not written is tried again
+  ASSERT_EQ(a.sw->epochs_written.size(), 2u);
+  EXPECT_LT(std::stoi(a.sw->epochs_written[0]), std::stoi(a.sw->epochs_written[1]));
+  const auto clock = a.agent->stats()["claim_clock"];
+  EXPECT_EQ(clock["failures"], 1);
+  EXPECT_EQ(clock["ticks"], 2);
+  EXPECT_EQ(a.agent->stats()["next_steps"]["emit_sum"], 7);
+}
+
+TEST(P4SwitchAgent, AnAnswerWithoutItsHandleIsAnError) {
+  EXPECT_EQ(number_after("Entry has been added with handle 12\n", "with handle", "c"), 12u);
+  EXPECT_THROW(number_after("Entry has been added\n", "with handle", "c"), runtime::SwitchCliError);
+  EXPECT_THROW(number_after("with handle x", "with handle", "c"), runtime::SwitchCliError);
+}
+
+}  // namespace
+}  // namespace atp::daemons
