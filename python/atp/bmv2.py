@@ -112,10 +112,10 @@ class Bmv2Switch:
         return json.loads(result.stdout)
 
     def report(self):
-        """What the switch did (packets per next step) and its claim clock (epoch, ticks,
-        failed writes and the last one's error), from its agent."""
+        """From its agent: what the switch did (packets per next step), its claim clock (epoch,
+        ticks, failed writes and the last one's error) and the jobs it holds now."""
         stats = self.ask("stats")["stats"]
-        return stats["next_steps"], stats["claim_clock"]
+        return stats["next_steps"], stats["claim_clock"], sorted(int(j) for j in stats["jobs"])
 
     def close(self):
         self._stop_processes()
@@ -145,7 +145,8 @@ class Bmv2Topology(Topology):
 
     One rack: hosts and PS hosts on the rack switch. Several racks: rack switches up to a
     level-2 switch with the PS hosts on it. Every switch is a BMv2 (level 1 or 2); no kernel
-    routes anything, so only ATP crosses (Gloo needs the software fabric)."""
+    routes anything. Plain IPv4 (Gloo's TCP, torchrun's rendezvous, the controller's gRPC)
+    reaches a switch's neighbours only: on one rack, every host and PS host."""
 
     SWITCH_PORT = ATP_UDP_PORT
 
@@ -183,8 +184,13 @@ class Bmv2Topology(Topology):
         # sees wire-size frames; a veth would hand simple_switch the whole train as one frame.
         # One segment per GSO packet at most makes the kernel segment before the veth.
         sh("ip", "-n", ns, "link", "set", "eth0", "gso_max_segs", "1")
+        # And it fills its own checksums: a veth leaves TCP's to a NIC that is not there, and
+        # simple_switch forwards what it gets, so the peer dropped every TCP segment.
+        sh("ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tx", "off")
         sh("ip", "-n", ns, "link", "set", "eth0", "address", mac_of(ip, 0))
-        sh("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", "eth0")
+        # A /32: every packet goes to the switch, even to a host of the same rack (the P4
+        # program answers no ARP, and forwards plain IPv4 to its neighbours: TCP crosses it).
+        sh("ip", "-n", ns, "addr", "add", f"{ip}/32", "dev", "eth0")
         sh("ip", "-n", ns, "route", "add", "default", "via", gateway, "dev", "eth0", "onlink")
         sh("ip", "-n", ns, "neigh", "replace", gateway, "lladdr", mac_of(gateway, 1), "dev", "eth0",
            "nud", "permanent")
@@ -240,11 +246,13 @@ class Bmv2Topology(Topology):
 
     def stop_switches(self):
         """Stops every switch and its agent; returns what each did, {"next_steps": {switch:
-        packets per next step}, "claim_clock": {switch: its clock}}."""
-        report, errors = {"next_steps": {}, "claim_clock": {}}, []
+        packets per next step}, "claim_clock": {switch: its clock}, "jobs": {switch: the jobs
+        it held at the end}}."""
+        report, errors = {"next_steps": {}, "claim_clock": {}, "jobs": {}}, []
         for s in self.switches:  # every one is closed, whatever another one did
             try:
-                report["next_steps"][s.name], report["claim_clock"][s.name] = s.report()
+                (report["next_steps"][s.name], report["claim_clock"][s.name],
+                 report["jobs"][s.name]) = s.report()
             except Exception as e:  # noqa: BLE001
                 errors.append(f"{s.name}: {e}")
             try:

@@ -46,8 +46,9 @@ import time
 from . import bmv2, cluster_train
 from .cluster_traffic import RunWatch
 from .launch import atp_binary
-from .topology import (LOCK_FILE, Topology, cluster_file, cluster_namespaces, namespaces_available,
-                       take_cluster_lock, teardown, topology_up, wait_with_cpu)
+from .topology import (LOCK_FILE, Topology, cleanup_step, cluster_file, cluster_namespaces,
+                       namespaces_available, take_cluster_lock, teardown, topology_up,
+                       wait_with_cpu)
 
 HEADER_BYTES = 44 + 8 + 20 + 14  # ATP + UDP + IPv4 + Ethernet, as tbf counts them
 SYSTEMS = {  # name -> (kind, switch policy)
@@ -71,16 +72,6 @@ def start_software_switches(topo, config, binary, log):
     return [("switches", topo.spawn(ns, [binary, "switch", "--config", config, "--name", name,
                                          "--log-level", "warn"], log))
             for ns, name in topo.switch_names()]
-
-
-def cleanup_step(step, failed):
-    """Runs one step of a run's cleanup; its error goes to stderr, and `failed` is returned in
-    its place, so the error that ended the run (if one did) is the one raised."""
-    try:
-        return step()
-    except Exception as e:  # noqa: BLE001 (a cleanup step must not mask the run's own error)
-        print(f"atp cluster: cleanup: {type(e).__name__}: {e}", file=sys.stderr)
-        return failed
 
 
 def run_system(system, topo, args, workdir):
@@ -331,9 +322,14 @@ def add_common(p, sweep):
     p.add_argument("--timeout", type=float, default=600, help="seconds per system run")
     p.add_argument("--keep", action="store_true", help="keep each run's folder (configs, reports, logs)")
     p.add_argument("--json", metavar="FILE", help="write the results here")
+    add_switch_options(p)
+
+
+def add_switch_options(p):
     p.add_argument("--switch", choices=("software", "bmv2"), default="software",
                    help="what the switches run: `atp switch`, or the P4 program on BMv2 "
-                        "simple_switch (ATP systems only; slow: small tensors)")
+                        "simple_switch, each programmed by its `atp p4 agent` (slow: small "
+                        "tensors; Gloo's TCP crosses it on one rack only)")
     p.add_argument("--p4-program", metavar="JSON",
                    help="with --switch bmv2: the compiled p4/v1model/atp.p4 (default: compile it, "
                         "about a minute)")
@@ -450,7 +446,8 @@ def main(argv=None):
     train.add_argument("--timeout", type=float, default=900, help="seconds per backend")
     train.add_argument("--keep", action="store_true", help="keep the run's folder")
     train.add_argument("--json", metavar="FILE", help="write the results here")
-    train.set_defaults(systems="atp,gloo", ce_mark=0.0, tcp_flow=False, switch="software",
+    add_switch_options(train)
+    train.set_defaults(systems="atp,gloo", ce_mark=0.0, tcp_flow=False,
                        loss=0.0, ecn_backlog_kb=None, ecn_receive_backlog_kb=None,
                        no_congestion_control=False, aggregator_window=False)
     args = parser.parse_args(argv)
@@ -469,8 +466,9 @@ def main(argv=None):
         if args.ce_mark or args.ecn_backlog_kb is not None or args.ecn_receive_backlog_kb is not None:
             parser.error("--ce-mark and --ecn-*backlog-kb act on software switches (BMv2 marks "
                          "from its own queue depth)")
-        if "gloo" in systems:
-            parser.error("--switch bmv2 runs ATP systems only (the P4 switches route nothing else)")
+        if "gloo" in systems and args.racks > 1:
+            parser.error("--switch bmv2 runs Gloo on one rack only (the P4 switches route plain "
+                         "IPv4 to their neighbours, not across racks)")
         missing = bmv2.tools_missing(compiling=not args.p4_program)
         if missing:
             print(f"atp cluster: --switch bmv2 needs {', '.join(missing)} on PATH "

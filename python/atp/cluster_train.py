@@ -9,6 +9,10 @@ shaped links, one system after the other in the same run:
           $ATP_CONTROLLER and is admitted when its process group is created
     gloo  the same script with --backend gloo: DDP's ring allreduce over TCP
 
+With --switch bmv2 every switch is BMv2 simple_switch running p4/v1model/atp.p4, programmed by
+its `atp p4 agent`: the controller admits each launch's job on the P4 switch through it, as on
+`atp switch`, and removes it when the job ends; Gloo's TCP crosses the same switch (one rack).
+
 Per job: iterations/s of both, their ratio, and the largest difference between the loss curves.
 --hidden sets the model's width and so the gradient bytes per step (4 x (64 h + h^2 + 10 h)).
 """
@@ -18,8 +22,9 @@ import signal
 import sys
 import time
 
+from .bmv2 import Bmv2Topology
 from .launch import atp_binary, source_file
-from .topology import Topology, cluster_file, topology_up, wait_with_cpu
+from .topology import Topology, cleanup_step, cluster_file, topology_up, wait_with_cpu
 
 CONTROLLER_PORT = 50051
 
@@ -37,23 +42,29 @@ def fabric_file(topo, args, folder):
 
 
 def start_fabric(topo, args, folder, log):
-    """Switches, PSs and the controller; returns their processes and the controller's address."""
+    """Switches, PSs and the controller; returns their processes and the controller's address.
+    BMv2 switches (started by the caller) are programmed by their agents, on the sockets the
+    fabric file names; the controller then runs on PS host 0, which every host reaches through
+    the P4 switch (a switch namespace has no address of its own there)."""
     binary = atp_binary()
-    fabric = os.path.join(folder, "fabric.toml")
-    with open(fabric, "w") as f:
-        f.write(fabric_file(topo, args, folder))
+    fabric = fabric_path(folder)
     processes = []
-    for ns, name in topo.switch_names():
-        processes.append(topo.spawn(ns, [binary, "switch", "--config", fabric, "--name", name,
-                                         "--log-level", "warn", "--control", f"{folder}/{name}.sock"], log))
+    if args.switch != "bmv2":
+        for ns, name in topo.switch_names():
+            processes.append(topo.spawn(ns, [binary, "switch", "--config", fabric, "--name", name,
+                                             "--log-level", "warn", "--control",
+                                             f"{folder}/{name}.sock"], log))
     for j in range(args.jobs):
         name = f"ps{j + 1}"
         processes.append(topo.spawn(topo.server(j), [binary, "ps", "--config", fabric, "--name",
                                                      name, "--log-level", "warn", "--control",
                                                      f"{folder}/{name}.sock"], log))
     time.sleep(0.5)
-    address = f"{topo.rack_switch_ip(0)}:{CONTROLLER_PORT}"
-    processes.append(topo.spawn(topo.rack_switch(0), [
+    if args.switch == "bmv2":
+        where, address = topo.server(0), f"{topo.server_ip(0)}:{CONTROLLER_PORT}"
+    else:
+        where, address = topo.rack_switch(0), f"{topo.rack_switch_ip(0)}:{CONTROLLER_PORT}"
+    processes.append(topo.spawn(where, [
         binary, "controller", "--config", fabric, "--listen", address, "--state",
         os.path.join(folder, "controller-state.json"), "--log-level", "warn"], log))
     time.sleep(1.0)
@@ -61,6 +72,10 @@ def start_fabric(topo, args, folder, log):
         if p.poll() is not None:
             raise RuntimeError(f"a daemon exited at start (code {p.returncode}); see {log.name}")
     return processes, address
+
+
+def fabric_path(folder):
+    return os.path.join(folder, "fabric.toml")
 
 
 def launch_job(topo, args, backend, job, folder, env, log):
@@ -89,15 +104,21 @@ def subprocess_in(ns, command, env, log):
 
 
 def run_backend(topo, args, backend, workdir):
-    """Every job at once on `backend`; returns {job: rank 0's report} and the CPU seconds."""
+    """Every job at once on `backend`; returns {job: rank 0's report}, the CPU seconds and,
+    with --switch bmv2, what the P4 switches did (bmv2.Bmv2Topology.stop_switches)."""
     folder = os.path.join(workdir, backend)
     os.makedirs(folder, exist_ok=True)
     log = open(os.path.join(folder, "processes.log"), "w")
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=package, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="eth0",
                ATP_VALUES_PER_PACKET=str(args.values_per_packet), ATP_WINDOW=str(args.window))
-    daemons, launches, cpu = [], [], {"workers": 0.0, "daemons": 0.0}
+    daemons, launches, cpu, p4 = [], [], {"workers": 0.0, "daemons": 0.0}, None
     try:
+        with open(fabric_path(folder), "w") as f:
+            f.write(fabric_file(topo, args, folder))
+        if args.switch == "bmv2":  # every packet of either backend crosses them
+            log.flush()
+            topo.start_switches(args.p4_program, fabric_path(folder), log)
         if backend == "atp":
             daemons, env["ATP_CONTROLLER"] = start_fabric(topo, args, folder, log)
         for job in range(1, args.jobs + 1):
@@ -111,6 +132,8 @@ def run_backend(topo, args, backend, workdir):
             p.send_signal(signal.SIGTERM)
         for p in daemons:
             cpu["daemons"] += wait_with_cpu(p, 10)
+        if args.switch == "bmv2":
+            p4 = cleanup_step(topo.stop_switches, None)
         log.close()
     reports = {}
     for job, (processes, report) in enumerate(launches, start=1):
@@ -120,12 +143,13 @@ def run_backend(topo, args, backend, workdir):
         except (OSError, ValueError):
             codes = [p.returncode for p in processes]
             reports[job] = {"error": f"no report (exit codes {codes}); see {log.name}"}
-    return reports, cpu
+    return reports, cpu, p4
 
 
 def train(args):
     hosts = -(-args.workers // args.racks)
-    topo = Topology(args.racks, hosts, args.jobs, args.rate_mbit, mtu=args.mtu)
+    kind = Bmv2Topology if args.switch == "bmv2" else Topology
+    topo = kind(args.racks, hosts, args.jobs, args.rate_mbit, mtu=args.mtu)
     results = {}
     with topology_up(topo, args.keep, prefix="atp-cluster-train-") as workdir:
         for backend in ("atp", "gloo"):
@@ -152,10 +176,14 @@ def summarize(args, results):
         jobs.append(entry)
     gradient_bytes = 4 * (64 * args.hidden + args.hidden + args.hidden * args.hidden + args.hidden
                           + 10 * args.hidden + 10)
-    return {"racks": args.racks, "workers": args.workers, "jobs": args.jobs,
-            "rate_mbit": args.rate_mbit, "epochs": args.epochs, "hidden": args.hidden,
-            "gradient_bytes_per_step": gradient_bytes, "values_per_packet": args.values_per_packet,
-            "cpu_s": {b: results[b][1] for b in results}, "per_job": jobs, "ok": ok}
+    record = {"racks": args.racks, "workers": args.workers, "jobs": args.jobs,
+              "rate_mbit": args.rate_mbit, "epochs": args.epochs, "hidden": args.hidden,
+              "gradient_bytes_per_step": gradient_bytes, "values_per_packet": args.values_per_packet,
+              "switch": args.switch, "cpu_s": {b: results[b][1] for b in results}, "per_job": jobs,
+              "ok": ok}
+    if args.switch == "bmv2":
+        record["p4_switches"] = {b: results[b][2] for b in results}
+    return record
 
 
 def print_summary(record):
@@ -172,3 +200,7 @@ def print_summary(record):
               f"differ by at most {j['largest_loss_difference']:.2e}")
     for backend, cpu in record["cpu_s"].items():
         print(f"  CPU seconds, {backend}: workers {cpu['workers']:.1f}, daemons {cpu['daemons']:.1f}")
+    for backend, p4 in record.get("p4_switches", {}).items():
+        for switch, steps in (p4 or {}).get("next_steps", {}).items():
+            done = ", ".join(f"{step} {n}" for step, n in steps.items() if n)
+            print(f"  BMv2 {switch} under {backend}: {done or 'no ATP packets'}")

@@ -276,3 +276,12 @@ def topology_up(topo, keep, prefix="atp-cluster-"):
         else:
             print(f"kept {workdir}", file=sys.stderr)
 
+
+def cleanup_step(step, failed):
+    """Runs one step of a run's cleanup; its error goes to stderr, and `failed` is returned in
+    its place, so the error that ended the run (if one did) is the one raised."""
+    try:
+        return step()
+    except Exception as e:  # noqa: BLE001 (a cleanup step must not mask the run's own error)
+        print(f"atp cluster: cleanup: {type(e).__name__}: {e}", file=sys.stderr)
+        return failed

@@ -1,5 +1,5 @@
 """Real runs through the P4 program: `atp cluster run --switch bmv2` puts BMv2 simple_switch
-running p4/v1model/atp.p4 in every switch namespace, configured by `atp p4 config`, with real
+running p4/v1model/atp.p4 in every switch namespace, programmed by its `atp p4 agent`, with real
 `atp worker` and `atp ps` processes on the hosts and iptables loss on the hosts' links. Two
 jobs share the switches; every result must be exact and the switches must have aggregated
 (their next-step counters say so). BMv2 forwards a few thousand packets a second: small
@@ -69,6 +69,34 @@ class Bmv2Cluster(unittest.TestCase):
     def test_two_racks_and_a_level_two_switch_under_loss(self):
         report = run(racks=2, workers=4, systems="atp", loss=0.02)
         self.check(report, ["atp"], ["rack0", "rack1", "spine"])
+
+    def test_torchrun_jobs_the_controller_admits_on_the_p4_switch_train_as_gloo_does(self):
+        """`atp cluster train --switch bmv2`: two torchrun launches, each admitted by the
+        controller on the BMv2 switch through its `atp p4 agent`, train through it with the
+        same loss curves as Gloo's ring; the switch summed, and held no job once they ended."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "report.json")
+            result = subprocess.run(
+                [ATP, "cluster", "train", "--switch", "bmv2", "--p4-program", PROGRAM, "--workers",
+                 "2", "--jobs", "2", "--hidden", "16", "--timeout", "600", "--json", out],
+                capture_output=True, text=True, timeout=1500)
+            print(result.stdout, file=sys.stderr)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            with open(out) as f:
+                record = json.load(f)
+        self.assertTrue(record["ok"])
+        for job in record["per_job"]:
+            self.assertLessEqual(job["largest_loss_difference"], 1e-3, job)
+        atp = record["p4_switches"]["atp"]
+        steps = atp["next_steps"]["rack0"]
+        self.assertGreater(steps["emit_sum"], 0, steps)
+        self.assertEqual(steps["drop_forged"] + steps["drop_unknown_job"] + steps["drop_malformed"],
+                         0, steps)
+        self.assertEqual(atp["jobs"]["rack0"], [])  # the controller removed both
+        self.assertEqual(atp["claim_clock"]["rack0"]["failures"], 0)
+        self.assertGreater(atp["claim_clock"]["rack0"]["ticks"], 1)
+        gloo = record["p4_switches"]["gloo"]["next_steps"]["rack0"]
+        self.assertEqual(gloo["emit_sum"], 0)  # Gloo's TCP crossed it as plain IPv4
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import subprocess
 
 import atp.bmv2 as bmv2
 import atp.launch
-from atp.cluster import cleanup_step
+from atp.topology import cleanup_step
 from atp.cluster_traffic import RunWatch
 from atp.topology import Topology, cluster_file
 
