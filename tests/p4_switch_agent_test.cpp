@@ -21,8 +21,10 @@ struct FakeSwitch {
   std::map<std::string, std::uint64_t> next_handle;
   std::set<std::uint64_t> groups;
   std::map<std::uint64_t, std::uint64_t> nodes;  // node handle -> group it is associated with (0: none)
+  std::map<std::uint64_t, std::set<std::uint64_t>> node_ports;
   std::uint64_t next_node = 0;
   std::vector<std::string> epochs_written;
+  std::map<std::uint64_t, std::uint64_t> heard;  // register AtpIngress.heard, set by the "data plane"
   std::size_t commands = 0;
   std::size_t fail_at = 0;  // 1-based command number to refuse (0: none)
   std::string fail_prefix;  // or refuse every command starting with this
@@ -70,7 +72,13 @@ class FakeCli final : public runtime::SwitchCli {
     }
     if (verb == "mc_node_create") {
       s_->nodes[s_->next_node] = 0;
+      s_->node_ports[s_->next_node] = ports(in);
       return "node was created with handle " + std::to_string(s_->next_node++) + "\n";
+    }
+    if (verb == "mc_node_update") {
+      if (!s_->nodes.contains(std::stoull(a))) refuse(command, "Invalid PRE operation (INVALID_L1_HANDLE)");
+      s_->node_ports[std::stoull(a)] = ports(in);
+      return "";
     }
     if (verb == "mc_node_associate" || verb == "mc_node_dissociate") {
       std::uint64_t node = 0;
@@ -81,6 +89,7 @@ class FakeCli final : public runtime::SwitchCli {
       return "";
     }
     if (verb == "mc_node_destroy") {
+      s_->node_ports.erase(std::stoull(a));
       if (s_->nodes.erase(std::stoull(a)) == 0) refuse(command, "Invalid PRE operation (INVALID_L1_HANDLE)");
       return "";
     }
@@ -91,8 +100,14 @@ class FakeCli final : public runtime::SwitchCli {
     if (verb == "register_write") {
       std::string index, value;
       in >> index >> value;
-      s_->epochs_written.push_back(value);
+      if (a == "AtpIngress.heard") s_->heard[std::stoull(index)] = std::stoull(value);
+      else s_->epochs_written.push_back(value);
       return "";
+    }
+    if (verb == "register_read") {
+      std::uint64_t index = 0;
+      in >> index;
+      return a + "[" + std::to_string(index) + "]= " + std::to_string(s_->heard[index]) + "\n";
     }
     if (verb == "counter_read") return a + "[0]= (100 bytes, 7 packets)\n";
     refuse(command, "*** Unknown syntax: " + command);
@@ -100,6 +115,11 @@ class FakeCli final : public runtime::SwitchCli {
   }
 
  private:
+  static std::set<std::uint64_t> ports(std::istringstream& in) {
+    std::set<std::uint64_t> out;
+    for (std::uint64_t p = 0; in >> p;) out.insert(p);
+    return out;
+  }
   [[noreturn]] static void refuse(const std::string& command, const std::string& why) {
     throw runtime::SwitchCliError("'" + command + "': " + why);
   }
@@ -258,6 +278,33 @@ TEST(P4SwitchAgent, TheClaimClockWritesEachNewEpochOnceAndRetriesAFailedWrite) {
   EXPECT_EQ(clock["failures"], 1);
   EXPECT_EQ(clock["ticks"], 2);
   EXPECT_EQ(a.agent->stats()["next_steps"]["emit_sum"], 7);
+}
+
+// A member below joins the job's group only once the data plane has heard the job from it:
+// results and float requests reach no address a tenant named but does not hold.
+TEST(P4SwitchAgent, MembersJoinTheGroupOnlyOnceHeardFrom) {
+  Agent a(fabric("atp"));
+  a.agent->admit(fabric("atp", kJob7), 7);
+  ASSERT_EQ(a.sw->node_ports.size(), 1u);
+  std::set<std::uint64_t>& group = a.sw->node_ports.begin()->second;
+  EXPECT_TRUE(group.empty());
+  ASSERT_EQ(a.sw->heard.size(), 2u);  // one slot per member below, cleared at admission
+  const std::uint64_t first_slot = a.sw->heard.begin()->first;
+  EXPECT_TRUE(a.agent->learn_members());  // nobody heard yet
+  EXPECT_TRUE(group.empty());
+  a.sw->heard[first_slot] = 1;            // 10.1.0.11's packet arrived on port 128
+  EXPECT_TRUE(a.agent->learn_members());  // the other is still unheard
+  EXPECT_EQ(group, (std::set<std::uint64_t>{128}));
+  a.sw->heard[first_slot + 1] = 1;
+  EXPECT_FALSE(a.agent->learn_members());
+  EXPECT_EQ(group, (std::set<std::uint64_t>{128, 136}));
+  EXPECT_EQ(a.agent->stats()["jobs"]["7"]["members_heard"], 2);
+
+  // The slots go to the next job, cleared: its members are not heard for the old one's packets.
+  ASSERT_TRUE(a.agent->remove_job(7));
+  a.agent->admit(fabric("atp", kJob8), 8);
+  EXPECT_EQ(a.sw->heard[first_slot], 0u);
+  EXPECT_TRUE(a.sw->node_ports.begin()->second.empty());
 }
 
 TEST(P4SwitchAgent, AnAnswerWithoutItsHandleIsAnError) {

@@ -109,6 +109,7 @@ struct atp_meta_t {
     bit<1>  has_slice;
     bit<16> group;
     bit<1>  member_ok;       // arrived on a port that may speak for the job this way
+    bit<16> member_slot;     // that member's slot of register heard (0: the hops up)
     bit<1>  routed;
     bit<9>  up_port;
     bit<1>  answer_ok;

@@ -26,7 +26,7 @@ control JobTable(in headers_t hdr, inout atp_meta_t meta, in bit<9> ingress_port
     }
 
     // Upward packets arrive from the job's members below, downward ones from its hops up.
-    action member() { meta.member_ok = 1; }
+    action member(bit<16> slot) { meta.member_ok = 1; meta.member_slot = slot; }
     action stranger() { meta.member_ok = 0; }
     table members {
         key = {
@@ -36,7 +36,7 @@ control JobTable(in headers_t hdr, inout atp_meta_t meta, in bit<9> ingress_port
         }
         actions = { member; stranger; }
         default_action = stranger();
-        size = 16384;
+        size = ATP_MEMBER_SLOTS;
     }
 
     // One entry per ps_index, or a single one matching every ps_index.

@@ -67,6 +67,12 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
             if (e < 2) { bound = 0; } else { bound = e - 2; }
         }
     };
+    // The members heard from (register heard, constants.p4): the control plane adds a member
+    // below to the job's multicast group once its slot is set.
+    Register<bit<8>, bit<16>>(ATP_MEMBER_SLOTS) heard;
+    RegisterAction<bit<8>, bit<16>, bit<8>>(heard) mark_heard = {
+        void apply(inout bit<8> h) { h = 1; }
+    };
     // Packets per next step: the counters' one place.
     Counter<bit<64>, bit<8>>(STEPS, CounterType_t.PACKETS) next_steps;
 
@@ -113,6 +119,10 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
             if (prsr_md.parser_err != 0) { meta.bad_parse = 1; }
             job_table.apply(hdr, meta, (bit<9>)ig_md.ingress_port);
             classify.apply(hdr, meta);
+            // A member below is heard once the job's packet from it passed the checks.
+            if (meta.packet_class != CLASS_NONE && meta.downward == 0) {
+                mark_heard.execute(meta.member_slot);
+            }
             meta.owner_id = 1w0 ++ hdr.atp.job[14:0] ++ hdr.atp.tensor[31:16];
             meta.expired_at_or_before = read_epoch.execute(0);
             meta.packet_sticky = hdr.atp.flags & (FLAG_ECN | FLAG_WRAPPED);

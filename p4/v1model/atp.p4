@@ -62,6 +62,9 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
     // The claim clock (engines::ClaimClock): the control plane writes the epoch, counted from
     // 2, every stale_after / 2. Never written (0) reads as 2: nothing is ever taken over.
     register<bit<32>>(1) claim_epoch;
+    // The members heard from (constants.p4): the control plane adds a member below to the
+    // job's multicast group once its slot is set.
+    register<bit<8>>(ATP_MEMBER_SLOTS) heard;
     // Packets per next step: the counters' one place.
     counter(STEPS, CounterType.packets) next_steps;
 
@@ -102,6 +105,10 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
         if (sm.parser_error != error.NoError) { meta.bad_parse = 1; }
         job_table.apply(hdr, meta, sm.ingress_port);
         classify.apply(hdr, meta);
+        // A member below is heard once the job's packet from it passed the checks.
+        if (meta.packet_class != CLASS_NONE && meta.downward == 0) {
+            heard.write((bit<32>)meta.member_slot, 1);
+        }
         meta.owner_id = 1w0 ++ hdr.atp.job[14:0] ++ hdr.atp.tensor[31:16];
         claim_epoch.read(meta.claim_epoch, 0);
         if (meta.claim_epoch < 2) { meta.claim_epoch = 2; }

@@ -50,6 +50,45 @@ def compile_program(out_dir):
     return out
 
 
+class Cli:
+    """One simple_switch_CLI session (in namespace `ns`, or here), command by command: what the
+    conformance harness replays traces with (a switch of the cluster is its agent's)."""
+
+    PROMPT = b"RuntimeCmd: "
+
+    def __init__(self, thrift_port, ns=None):
+        cmd = ["simple_switch_CLI", "--thrift-port", str(thrift_port)]
+        if ns:
+            cmd = ["ip", "netns", "exec", ns] + cmd
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+        self.read_to_prompt()
+
+    def read_to_prompt(self):
+        out = b""
+        while not out.endswith(self.PROMPT):
+            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            if not chunk:
+                raise RuntimeError("simple_switch_CLI exited: " + out.decode(errors="replace"))
+            out += chunk
+        return out[:-len(self.PROMPT)].decode(errors="replace")
+
+    def run(self, command):
+        self.proc.stdin.write(command.encode() + b"\n")
+        self.proc.stdin.flush()
+        out = self.read_to_prompt()
+        if "Error" in out or "Invalid" in out or "error" in out:
+            raise RuntimeError(f"{command!r}: {out.strip()}")
+        return out
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.proc.wait(timeout=10)
+
+
 def wait_for_port(ns, port, timeout=30):
     """Waits until something listens on 127.0.0.1:`port` inside namespace `ns`."""
     probe = ("import socket,sys\n"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -56,8 +57,13 @@ void check_ports(const engines::SwitchJob& job, const P4Limits& limits) {
             fmt::format("job {}: port {} is beyond the target's {} ports", job.job, p, limits.ports));
 }
 
+// The ports below, each once, in slot order.
+std::set<engines::Port> ports_below(const engines::SwitchJob& job) {
+  return {job.downstream.begin(), job.downstream.end()};
+}
+
 // The job table's four tables (p4/common/job_table.p4) for one job.
-std::vector<P4TableEntry> job_table_entries(const engines::SwitchJob& job) {
+std::vector<P4TableEntry> job_table_entries(const engines::SwitchJob& job, std::uint32_t first_slot) {
   const std::string jt = "AtpIngress.job_table.";
   std::vector<P4TableEntry> out;
   out.push_back({jt + "jobs", jt + "set_job", {field("hdr.atp.job", job.job)},
@@ -65,14 +71,16 @@ std::vector<P4TableEntry> job_table_entries(const engines::SwitchJob& job) {
                   field("static_first", job.static_first), field("static_mask", static_mask(job)),
                   field("has_slice", job.static_count ? 1 : 0),
                   field("group", job.multicast_group)}});
-  // Upward packets may come from the members below, downward ones from the hops up.
+  // Upward packets may come from the members below, downward ones from the hops up. A member
+  // below has its own slot of register `heard`; the hops up share slot 0 (nothing reads it).
+  std::uint32_t slot = first_slot;
   for (int downward = 0; downward < 2; ++downward) {
     const auto& ports = downward ? job.upstream : job.downstream;
     for (engines::Port p : std::set<engines::Port>(ports.begin(), ports.end()))
       out.push_back({jt + "members", jt + "member",
                      {field("hdr.atp.job", job.job), field("ingress_port", p),
                       field("meta.downward", static_cast<std::uint64_t>(downward))},
-                     {}});
+                     {field("slot", downward ? 0 : slot++)}});
   }
   // One route per ps_index, or one matching every ps_index.
   const bool one_route = job.upstream.size() == 1;
@@ -160,10 +168,13 @@ P4Entries switch_jobs(const ClusterConfig& cluster, const std::string& name,
   runtime::AddressBook book;
   P4Entries out;
   bool found = false;
+  std::uint32_t slot = 1;  // each job's members their own slots, in the file's order
   for (auto& job : cluster.switch_jobs(name, book)) {
+    const std::uint32_t first = slot;
+    slot += p4_member_slots(job);
     if (only_job && job.job != *only_job) continue;
     found = true;
-    out.append(p4_job_on_switch(std::move(job), spec, book, limits));
+    out.append(p4_job_on_switch(std::move(job), spec, book, limits, first));
   }
   if (only_job && !found)
     throw std::invalid_argument(fmt::format("switch '{}' does not serve job {}", name, *only_job));
@@ -263,11 +274,23 @@ P4Entries p4_profile(const engines::SwitchConfig& c, const P4Limits& limits) {
   return out;
 }
 
-P4Entries p4_job(const engines::SwitchJob& job, const P4Limits& limits) {
+std::uint32_t p4_member_slots(const engines::SwitchJob& job) {
+  return static_cast<std::uint32_t>(ports_below(job).size());
+}
+
+P4Entries p4_job(const engines::SwitchJob& job, const P4Limits& limits, std::uint32_t first_slot) {
   check_ports(job, limits);
+  if (std::uint64_t{first_slot} + p4_member_slots(job) > kP4MemberSlots)
+    throw std::invalid_argument(fmt::format("job {}: member slots {}..{} are beyond the {} the P4 "
+                                            "programs hold", job.job, first_slot,
+                                            first_slot + p4_member_slots(job), kP4MemberSlots));
   P4Entries out;
-  out.tables = job_table_entries(job);
-  out.groups.push_back({job.multicast_group, job.downstream});
+  out.tables = job_table_entries(job, first_slot);
+  P4MulticastGroup group{job.multicast_group, job.downstream, {}};
+  const std::set<engines::Port> below = ports_below(job);
+  for (engines::Port p : job.downstream)
+    group.slots.push_back(first_slot + static_cast<std::uint32_t>(std::distance(below.begin(), below.find(p))));
+  out.groups.push_back(std::move(group));
   return out;
 }
 
@@ -293,9 +316,10 @@ P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
 }
 
 P4Entries p4_job_on_switch(engines::SwitchJob job, const SwitchSpec& spec,
-                           const runtime::AddressBook& book, const P4Limits& limits) {
+                           const runtime::AddressBook& book, const P4Limits& limits,
+                           std::uint32_t first_slot) {
   const PortedJob ported = to_ports(std::move(job), spec, book);
-  P4Entries out = p4_job(ported.job, limits);
+  P4Entries out = p4_job(ported.job, limits, first_slot);
   for (auto& e : next_hops(ported, spec)) out.tables.push_back(std::move(e));
   return out;
 }

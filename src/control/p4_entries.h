@@ -47,7 +47,13 @@ struct P4TableEntry {
 struct P4MulticastGroup {
   std::uint16_t group = 0;
   std::vector<engines::Port> ports;
+  // Each port's member slot: the index of register AtpIngress.heard the data plane sets when
+  // the job's first packet arrives on that port (what a control plane learning members reads).
+  std::vector<std::uint32_t> slots;
 };
+
+// The members table holds at most this many entries, and register AtpIngress.heard as many slots.
+inline constexpr std::uint32_t kP4MemberSlots = 16384;
 
 struct P4Entries {
   std::vector<P4TableEntry> tables;
@@ -61,8 +67,12 @@ struct P4Entries {
 // The profile: level, pool mask, K, policy. (stale_after is the control plane's: it writes the
 // claim epoch, register AtpIngress.claim_epoch, every stale_after / 2.)
 P4Entries p4_profile(const engines::SwitchConfig& config, const P4Limits& limits = {});
-// One job's table entries and multicast group, its ports as they are in `job`.
-P4Entries p4_job(const engines::SwitchJob& job, const P4Limits& limits = {});
+// One job's table entries and multicast group, its ports as they are in `job`; its member
+// slots from `first_slot` on, one per port below (p4_member_slots of them; slot 0 is the hops
+// up's, which nothing reads).
+P4Entries p4_job(const engines::SwitchJob& job, const P4Limits& limits = {},
+                 std::uint32_t first_slot = 1);
+std::uint32_t p4_member_slots(const engines::SwitchJob& job);
 // Everything switch `name` of `cluster` needs on a real network: the profile, each job's
 // entries with node ids replaced by the ports of the switch's `ports` wiring, the next-hop
 // addresses (p4/common/next_hop.p4) and plain IPv4 routes to the neighbours. With `only_job`,
@@ -79,7 +89,8 @@ P4Entries p4_switch_base(const ClusterConfig& cluster, const std::string& name,
 // One job's entries on switch `spec` (p4_switch_job's, from a SwitchJob the caller derived and
 // may have changed, e.g. a static slice a running switch placed), node ids read from `book`.
 P4Entries p4_job_on_switch(engines::SwitchJob job, const SwitchSpec& spec,
-                           const runtime::AddressBook& book, const P4Limits& limits = {});
+                           const runtime::AddressBook& book, const P4Limits& limits = {},
+                           std::uint32_t first_slot = 1);
 // The switch `name` of `cluster` as a P4 switch: its spec, checked (see p4_switch).
 const SwitchSpec& p4_switch_spec(const ClusterConfig& cluster, const std::string& name);
 

@@ -36,14 +36,15 @@ P4SwitchAgent::P4SwitchAgent(const control::ClusterConfig& fabric, const std::st
                              std::unique_ptr<runtime::SwitchCli> cli, const control::P4Limits& limits)
     : fabric_(fabric), spec_(control::p4_switch_spec(fabric_, name)),
       profile_(fabric_.switch_config(name)), limits_(limits), cli_(std::move(cli)),
-      slices_(profile_.pool_size), started_(runtime::monotonic_now()) {
+      slices_(profile_.pool_size), member_slots_(control::kP4MemberSlots - 1),
+      started_(runtime::monotonic_now()) {
   for (const std::string& command : control::bmv2_commands(control::p4_switch_base(fabric_, name, limits_)))
     cli_->run(command);
   runtime::AddressBook book;
   for (engines::SwitchJob& job : fabric_.switch_jobs(name, book)) {
     slices_.reserve(job.job, {job.static_first, job.static_count});  // as the file cut the pool
     const std::uint32_t id = job.job;
-    install(id, control::p4_job_on_switch(std::move(job), spec_, book, limits_));
+    install(id, entries_of(std::move(job), book));
   }
 }
 
@@ -54,6 +55,59 @@ void P4SwitchAgent::attach(runtime::EventLoop& loop) {
     loop.arm(tick_timer_, runtime::monotonic_now() + period);
   });
   loop.arm(tick_timer_, runtime::monotonic_now());
+  learn_timer_ = loop.add_timer([this, &loop] {
+    learn_members();
+    loop.arm(learn_timer_, runtime::monotonic_now() + kLearnPeriod);
+  });
+  loop.arm(learn_timer_, runtime::monotonic_now() + kLearnPeriod);
+}
+
+// The job's entries, with member slots of its own (released again if it cannot be derived).
+control::P4Entries P4SwitchAgent::entries_of(engines::SwitchJob job, const runtime::AddressBook& book) {
+  const std::uint32_t id = job.job;
+  const auto slots = member_slots_.allocate(id, control::p4_member_slots(job));
+  if (!slots)
+    throw std::invalid_argument("switch '" + spec_.name + "': no " +
+                                std::to_string(control::p4_member_slots(job)) +
+                                " free member slots for job " + std::to_string(id) +
+                                "; remove a job first");
+  try {
+    return control::p4_job_on_switch(std::move(job), spec_, book, limits_, slots->first + 1);
+  } catch (...) {
+    member_slots_.release(id);
+    throw;
+  }
+}
+
+bool P4SwitchAgent::learn_members() {
+  bool unheard = false;
+  for (auto& [id, job] : jobs_) {
+    bool learned = false;
+    for (Member& m : job.members) {
+      if (m.heard) continue;
+      const std::string command = "register_read AtpIngress.heard " + std::to_string(m.slot);
+      try {
+        m.heard = number_after(cli_->run(command), "]=", command) != 0;
+      } catch (const runtime::SwitchCliError& e) {
+        spdlog::warn("p4 agent '{}': {}", spec_.name, e.what());
+      }
+      learned |= m.heard;
+      unheard |= !m.heard;
+    }
+    if (!learned || job.groups.empty()) continue;
+    std::string update = "mc_node_update " + std::to_string(job.groups.front().second);
+    for (const Member& m : job.members)
+      if (m.heard) update += " " + std::to_string(m.port);
+    try {
+      cli_->run(update);
+      members_learned_ += 1;
+    } catch (const runtime::SwitchCliError& e) {
+      // Unheard again: tried at the next poll.
+      for (Member& m : job.members) m.heard = false;
+      spdlog::error("p4 agent '{}': {}", spec_.name, e.what());
+    }
+  }
+  return unheard;
 }
 
 void P4SwitchAgent::tick(Time now) {
@@ -92,7 +146,7 @@ void P4SwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32_t j
   control::place_static_slice(slices_, profile_.policy, *entry, spec_.name);
   control::P4Entries entries;
   try {
-    entries = control::p4_job_on_switch(std::move(*entry), spec_, book, limits_);
+    entries = entries_of(std::move(*entry), book);
   } catch (...) {
     // Refused before the switch was touched: the job keeps what it held.
     if (held) slices_.reserve(job, *held); else slices_.release(job);
@@ -106,6 +160,7 @@ void P4SwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32_t j
     install(job, entries);
   } catch (...) {
     slices_.release(job);
+    member_slots_.release(job);
     throw;
   }
 }
@@ -116,6 +171,7 @@ bool P4SwitchAgent::remove_job(std::uint32_t job) {
   uninstall(it->second);
   jobs_.erase(it);
   slices_.release(job);
+  member_slots_.release(job);
   return true;
 }
 
@@ -124,6 +180,12 @@ bool P4SwitchAgent::remove_job(std::uint32_t job) {
 void P4SwitchAgent::install(std::uint32_t job, const control::P4Entries& entries) {
   Installed done;
   try {
+    // A slot another job used may say heard: cleared before any entry can set it.
+    for (const control::P4MulticastGroup& g : entries.groups)
+      for (std::size_t k = 0; k < g.ports.size(); ++k) {
+        cli_->run("register_write AtpIngress.heard " + std::to_string(g.slots.at(k)) + " 0");
+        done.members.push_back({g.ports[k], g.slots[k], false});
+      }
     for (const control::P4TableEntry& e : entries.tables) {
       const std::string command = control::bmv2_command(e);
       done.entries.emplace_back(e.table, number_after(cli_->run(command), "with handle", command));
@@ -136,16 +198,15 @@ void P4SwitchAgent::install(std::uint32_t job, const control::P4Entries& entries
   jobs_[job] = std::move(done);
 }
 
-std::uint64_t P4SwitchAgent::add_group(const control::P4MulticastGroup& group, Installed& done) {
+// The group starts with a node of no port: learn_members adds each member once heard.
+void P4SwitchAgent::add_group(const control::P4MulticastGroup& group, Installed& done) {
   const std::string id = std::to_string(group.group);
   cli_->run("mc_mgrp_create " + id);
   done.groups.emplace_back(group.group, ~std::uint64_t{0});  // created, no node yet
-  std::string create = "mc_node_create " + id;
-  for (engines::Port p : group.ports) create += " " + std::to_string(p);
+  const std::string create = "mc_node_create " + id;
   const std::uint64_t node = number_after(cli_->run(create), "with handle", create);
   done.groups.back().second = node;
   cli_->run("mc_node_associate " + id + " " + std::to_string(node));
-  return node;
 }
 
 // Deletes what `installed` names, newest first; a delete the switch refuses is logged and the
@@ -173,7 +234,11 @@ void P4SwitchAgent::uninstall(const Installed& installed) {
 nlohmann::json P4SwitchAgent::stats() {
   nlohmann::json jobs = nlohmann::json::object();
   for (const auto& [id, installed] : jobs_) {
-    nlohmann::json job = {{"entries", installed.entries.size()}};
+    std::size_t heard = 0;
+    for (const Member& m : installed.members) heard += m.heard ? 1 : 0;
+    nlohmann::json job = {{"entries", installed.entries.size()},
+                          {"members", installed.members.size()},
+                          {"members_heard", heard}};
     if (const auto slice = slices_.slice_of(id)) job["static_slice"] = {slice->first, slice->count};
     jobs[std::to_string(id)] = job;
   }

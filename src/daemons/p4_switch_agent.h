@@ -7,6 +7,10 @@
 //  - admit: the job's table entries and multicast group, each handle the switch gives kept;
 //    a command the switch refuses undoes what the admission added, and the error is returned;
 //  - remove: exactly those handles deleted, the group destroyed;
+//  - members learned: a job's group starts with no port, and a port joins it once the data
+//    plane has seen the job's packet arrive on it (register AtpIngress.heard, polled every
+//    kLearnPeriod while some member is unheard), as `atp switch` sends results and float
+//    requests only to members it has heard from (docs/reliability.md);
 //  - the claim clock: the epoch register written every stale_after / 8 when it changes
 //    (engines::claim_clock), as a Tofino's control CPU would.
 // It runs on one event loop: the CLI is called from the loop's thread only.
@@ -31,10 +35,15 @@ class P4SwitchAgent {
                 std::unique_ptr<runtime::SwitchCli> cli,
                 const control::P4Limits& limits = control::P4Limits::bmv2());
 
-  // Ticks the claim clock on `loop` from now on (the first tick is written at once).
+  static constexpr Duration kLearnPeriod = 20 * kMillisecond;
+
+  // Ticks the claim clock and learns members on `loop` from now on.
   void attach(runtime::EventLoop& loop);
   // Writes the claim epoch of time `now` (since the agent started) if it changed.
   void tick(Time now);
+  // Reads the heard slot of every member not heard yet; a job with newly heard members gets
+  // them in its multicast node. Returns whether some member is still unheard.
+  bool learn_members();
 
   nlohmann::json stats();
   const runtime::Endpoint& address() const { return spec_.address; }
@@ -46,14 +55,22 @@ class P4SwitchAgent {
   bool remove_job(std::uint32_t job);
 
  private:
-  // What one job holds on the switch: each table entry's (table, handle), and its group.
+  struct Member {
+    engines::Port port = 0;
+    std::uint32_t slot = 0;
+    bool heard = false;
+  };
+  // What one job holds on the switch: each table entry's (table, handle), its group's node and
+  // the members below, heard or not.
   struct Installed {
     std::vector<std::pair<std::string, std::uint64_t>> entries;
     std::vector<std::pair<std::uint16_t, std::uint64_t>> groups;  // (group, node handle)
+    std::vector<Member> members;
   };
   void install(std::uint32_t job, const control::P4Entries& entries);
   void uninstall(const Installed& installed);
-  std::uint64_t add_group(const control::P4MulticastGroup& group, Installed& done);
+  void add_group(const control::P4MulticastGroup& group, Installed& done);
+  control::P4Entries entries_of(engines::SwitchJob job, const runtime::AddressBook& book);
 
   control::ClusterConfig fabric_;
   const control::SwitchSpec& spec_;
@@ -61,9 +78,11 @@ class P4SwitchAgent {
   control::P4Limits limits_;
   std::unique_ptr<runtime::SwitchCli> cli_;
   control::SliceAllocator slices_;
+  control::SliceAllocator member_slots_;  // slot s + 1 of register heard (0 is the hops up's)
   std::map<std::uint32_t, Installed> jobs_;
   Time started_ = 0;
-  int tick_timer_ = -1;
+  int tick_timer_ = -1, learn_timer_ = -1;
+  std::uint64_t members_learned_ = 0;
   std::uint32_t epoch_written_ = 0;  // 0: none yet
   std::uint64_t ticks_ = 0, tick_failures_ = 0;
   std::string last_tick_error_;

@@ -50,7 +50,8 @@ bool bmv2_answer_failed(const std::string& answer) {
   return false;
 }
 
-Bmv2Cli::Bmv2Cli(const std::string& program, std::uint16_t thrift_port) {
+Bmv2Cli::Bmv2Cli(const std::string& program, std::uint16_t thrift_port, Duration answer_budget)
+    : answer_budget_(answer_budget) {
   // Commands go over a socket pair rather than a pipe: a send to a CLI that died then fails
   // with EPIPE (MSG_NOSIGNAL) instead of killing the agent with SIGPIPE.
   int to[2], from[2];
@@ -99,9 +100,9 @@ std::string Bmv2Cli::run(const std::string& command) {
   return answer;
 }
 
-// Everything up to the next prompt, within kAnswerBudget.
+// Everything up to the next prompt, within the answer budget.
 std::string Bmv2Cli::read_to_prompt(const std::string& waiting_for) {
-  const Time deadline = monotonic_now() + kAnswerBudget;
+  const Time deadline = monotonic_now() + answer_budget_;
   std::string out;
   while (!std::string_view(out).ends_with(kPrompt)) {
     const Time left = deadline - monotonic_now();
@@ -110,7 +111,7 @@ std::string Bmv2Cli::read_to_prompt(const std::string& waiting_for) {
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0)
       throw SwitchCliError(waiting_for + ": no answer from simple_switch_CLI within " +
-                           std::to_string(kAnswerBudget / kSecond) + " s");
+                           std::to_string(answer_budget_ / kMillisecond) + " ms");
     char buffer[65536];
     const ssize_t n = ::read(from_cli_, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;

@@ -18,7 +18,8 @@ class Bmv2Cli final : public SwitchCli {
 
   // Starts `program` (simple_switch_CLI) on thrift port `thrift_port` and waits for its first
   // prompt; throws SwitchCliError with what it printed if it exits first (no switch there).
-  Bmv2Cli(const std::string& program, std::uint16_t thrift_port);
+  Bmv2Cli(const std::string& program, std::uint16_t thrift_port,
+          Duration answer_budget = kAnswerBudget);
   ~Bmv2Cli() override;
   Bmv2Cli(const Bmv2Cli&) = delete;
   Bmv2Cli& operator=(const Bmv2Cli&) = delete;
@@ -29,6 +30,7 @@ class Bmv2Cli final : public SwitchCli {
   std::string read_to_prompt(const std::string& waiting_for);
   void stop();
 
+  Duration answer_budget_;
   pid_t pid_ = -1;
   int to_cli_ = -1, from_cli_ = -1;
 };
