@@ -307,6 +307,19 @@ TEST(P4SwitchAgent, MembersJoinTheGroupOnlyOnceHeardFrom) {
   EXPECT_TRUE(a.sw->node_ports.begin()->second.empty());
 }
 
+// A job admitted again that the switch cannot hold keeps what it held: its member slots are not
+// handed to the next job while its entries still use them.
+TEST(P4SwitchAgent, ARefusedReadmissionKeepsTheRunningJobsSlots) {
+  Agent a(fabric("atp"));
+  a.agent->admit(fabric("atp", kJob7), 7);
+  std::string unwired = kJob7;
+  unwired.replace(unwired.find("10.1.0.12"), 9, "10.1.0.99");  // behind no port of rackA
+  EXPECT_THROW(a.agent->admit(fabric("atp", unwired), 7), std::invalid_argument);
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7}));
+  a.agent->admit(fabric("atp", kJob8), 8);
+  EXPECT_EQ(a.sw->heard.size(), 3u);  // job 8's member got a slot of its own
+}
+
 TEST(P4SwitchAgent, AnAnswerWithoutItsHandleIsAnError) {
   EXPECT_EQ(number_after("Entry has been added with handle 12\n", "with handle", "c"), 12u);
   EXPECT_THROW(number_after("Entry has been added\n", "with handle", "c"), runtime::SwitchCliError);

@@ -62,7 +62,8 @@ void P4SwitchAgent::attach(runtime::EventLoop& loop) {
   loop.arm(learn_timer_, runtime::monotonic_now() + kLearnPeriod);
 }
 
-// The job's entries, with member slots of its own (released again if it cannot be derived).
+// The job's entries, with member slots of its own (the caller restores what the job held if
+// this throws).
 control::P4Entries P4SwitchAgent::entries_of(engines::SwitchJob job, const runtime::AddressBook& book) {
   const std::uint32_t id = job.job;
   const auto slots = member_slots_.allocate(id, control::p4_member_slots(job));
@@ -71,12 +72,7 @@ control::P4Entries P4SwitchAgent::entries_of(engines::SwitchJob job, const runti
                                 std::to_string(control::p4_member_slots(job)) +
                                 " free member slots for job " + std::to_string(id) +
                                 "; remove a job first");
-  try {
-    return control::p4_job_on_switch(std::move(job), spec_, book, limits_, slots->first + 1);
-  } catch (...) {
-    member_slots_.release(id);
-    throw;
-  }
+  return control::p4_job_on_switch(std::move(job), spec_, book, limits_, slots->first + 1);
 }
 
 bool P4SwitchAgent::learn_members() {
@@ -142,14 +138,17 @@ void P4SwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32_t j
     if (j.job == job) entry = std::move(j);
   if (!entry)
     throw std::invalid_argument("job " + std::to_string(job) + " does not use switch '" + spec_.name + "'");
-  const std::optional<control::Slice> held = slices_.slice_of(job);
-  control::place_static_slice(slices_, profile_.policy, *entry, spec_.name);
+  // Refused before the switch is touched, a job already here keeps what it held.
+  const auto restore = [this, job, held = slices_.slice_of(job), slots = member_slots_.slice_of(job)] {
+    if (held) slices_.reserve(job, *held); else slices_.release(job);
+    if (slots) member_slots_.reserve(job, *slots); else member_slots_.release(job);
+  };
   control::P4Entries entries;
   try {
+    control::place_static_slice(slices_, profile_.policy, *entry, spec_.name);
     entries = entries_of(std::move(*entry), book);
   } catch (...) {
-    // Refused before the switch was touched: the job keeps what it held.
-    if (held) slices_.reserve(job, *held); else slices_.release(job);
+    restore();
     throw;
   }
   if (const auto old = jobs_.find(job); old != jobs_.end()) {

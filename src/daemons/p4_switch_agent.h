@@ -34,6 +34,8 @@ class P4SwitchAgent {
   P4SwitchAgent(const control::ClusterConfig& fabric, const std::string& name,
                 std::unique_ptr<runtime::SwitchCli> cli,
                 const control::P4Limits& limits = control::P4Limits::bmv2());
+  P4SwitchAgent(const P4SwitchAgent&) = delete;  // spec_ refers into fabric_
+  P4SwitchAgent& operator=(const P4SwitchAgent&) = delete;
 
   static constexpr Duration kLearnPeriod = 20 * kMillisecond;
 
