@@ -48,6 +48,7 @@ class FakeCli final : public runtime::SwitchCli {
     std::istringstream in(command);
     std::string verb, a, b;
     in >> verb >> a;
+    if (verb == "reset_state") return *s_ = FakeSwitch{.commands = s_->commands}, "";
     if (verb == "table_set_default") return s_->defaults[a] = command, "";
     if (verb == "table_add") {
       in >> b;
@@ -290,13 +291,13 @@ TEST(P4SwitchAgent, MembersJoinTheGroupOnlyOnceHeardFrom) {
   EXPECT_TRUE(group.empty());
   ASSERT_EQ(a.sw->heard.size(), 2u);  // one slot per member below, cleared at admission
   const std::uint64_t first_slot = a.sw->heard.begin()->first;
-  EXPECT_TRUE(a.agent->learn_members());  // nobody heard yet
+  EXPECT_TRUE(a.agent->learn_members(runtime::monotonic_now()));  // nobody heard yet
   EXPECT_TRUE(group.empty());
   a.sw->heard[first_slot] = 1;            // 10.1.0.11's packet arrived on port 128
-  EXPECT_TRUE(a.agent->learn_members());  // the other is still unheard
+  EXPECT_TRUE(a.agent->learn_members(runtime::monotonic_now()));  // the other is still unheard
   EXPECT_EQ(group, (std::set<std::uint64_t>{128}));
   a.sw->heard[first_slot + 1] = 1;
-  EXPECT_FALSE(a.agent->learn_members());
+  EXPECT_FALSE(a.agent->learn_members(runtime::monotonic_now()));
   EXPECT_EQ(group, (std::set<std::uint64_t>{128, 136}));
   EXPECT_EQ(a.agent->stats()["jobs"]["7"]["members_heard"], 2);
 
@@ -318,6 +319,37 @@ TEST(P4SwitchAgent, ARefusedReadmissionKeepsTheRunningJobsSlots) {
   EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7}));
   a.agent->admit(fabric("atp", kJob8), 8);
   EXPECT_EQ(a.sw->heard.size(), 3u);  // job 8's member got a slot of its own
+}
+
+// A delete the switch refuses is kept and tried again: the entry would otherwise stay with no
+// handle left, and the job's next admission would meet it as a duplicate key.
+TEST(P4SwitchAgent, ARefusedDeleteIsTriedAgainUntilTheSwitchTakesIt) {
+  Agent a(fabric("atp"));
+  const std::size_t base = a.sw->entries();
+  a.agent->admit(fabric("atp", kJob7), 7);
+  a.sw->fail_prefix = "table_delete";
+  EXPECT_TRUE(a.agent->remove_job(7));
+  EXPECT_GT(a.sw->entries(), base);
+  EXPECT_GT(a.agent->retry_deletes(), 0u);  // still refused
+  a.sw->fail_prefix.clear();
+  a.agent->admit(fabric("atp", kJob7), 7);  // the leftovers go first, then no duplicate key
+  EXPECT_TRUE(a.agent->remove_job(7));
+  EXPECT_EQ(a.agent->retry_deletes(), 0u);
+  EXPECT_EQ(a.sw->entries(), base);
+}
+
+// A member that stays silent is read every poll for a while, then once a second.
+TEST(P4SwitchAgent, ASilentMemberIsReadLessOften) {
+  Agent a(fabric("atp"));
+  a.agent->admit(fabric("atp", kJob8), 8);
+  const Time later = runtime::monotonic_now() + 3 * kSecond;
+  const std::size_t before = a.sw->commands;
+  EXPECT_TRUE(a.agent->learn_members(later));
+  EXPECT_EQ(a.sw->commands, before + 1);
+  EXPECT_TRUE(a.agent->learn_members(later + 100 * kMillisecond));
+  EXPECT_EQ(a.sw->commands, before + 1);
+  EXPECT_TRUE(a.agent->learn_members(later + 2 * kSecond));
+  EXPECT_EQ(a.sw->commands, before + 2);
 }
 
 TEST(P4SwitchAgent, AnAnswerWithoutItsHandleIsAnError) {

@@ -73,8 +73,8 @@ const bit<8> STEP_JOIN_UP          = 10;
 const bit<8> STEP_ANSWER_DOWN      = 11;
 const bit<8> STEP_NOT_ATP          = 12;  // plain IPv4 forwarding
 const bit<32> STEPS = 13;
-// Register heard: one slot per member below a switch (the members table's size), set by the
-// job's first accepted packet from it; a control plane learning members reads it.
+// Register heard: one slot per member below a switch (the members table's size), set by every
+// accepted packet of the job from it; a control plane learning members reads it.
 #define ATP_MEMBER_SLOTS 16384
 
 #endif

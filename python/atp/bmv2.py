@@ -28,8 +28,10 @@ THRIFT_BASE = 9090
 
 
 def tools_missing(compiling=True):
-    """The BMv2 tools not on PATH (the compiler only when the program is to be compiled)."""
-    return [t for t in TOOLS if shutil.which(t) is None and (compiling or t != "p4c-bm2-ss")]
+    """The tools a BMv2 cluster needs that are not on PATH (the compiler only when the program
+    is to be compiled; ethtool sets the hosts' checksums)."""
+    return [t for t in TOOLS + ("ethtool",)
+            if shutil.which(t) is None and (compiling or t != "p4c-bm2-ss")]
 
 
 def program_source():

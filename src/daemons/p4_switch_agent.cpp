@@ -38,6 +38,7 @@ P4SwitchAgent::P4SwitchAgent(const control::ClusterConfig& fabric, const std::st
       profile_(fabric_.switch_config(name)), limits_(limits), cli_(std::move(cli)),
       slices_(profile_.pool_size), member_slots_(control::kP4MemberSlots - 1),
       started_(runtime::monotonic_now()) {
+  cli_->run("reset_state");
   for (const std::string& command : control::bmv2_commands(control::p4_switch_base(fabric_, name, limits_)))
     cli_->run(command);
   runtime::AddressBook book;
@@ -56,7 +57,8 @@ void P4SwitchAgent::attach(runtime::EventLoop& loop) {
   });
   loop.arm(tick_timer_, runtime::monotonic_now());
   learn_timer_ = loop.add_timer([this, &loop] {
-    learn_members();
+    retry_deletes();
+    learn_members(runtime::monotonic_now());
     loop.arm(learn_timer_, runtime::monotonic_now() + kLearnPeriod);
   });
   loop.arm(learn_timer_, runtime::monotonic_now() + kLearnPeriod);
@@ -75,35 +77,41 @@ control::P4Entries P4SwitchAgent::entries_of(engines::SwitchJob job, const runti
   return control::p4_job_on_switch(std::move(job), spec_, book, limits_, slots->first + 1);
 }
 
-bool P4SwitchAgent::learn_members() {
+bool P4SwitchAgent::learn_members(Time now) {
   bool unheard = false;
   for (auto& [id, job] : jobs_) {
-    bool learned = false;
     for (Member& m : job.members) {
       if (m.heard) continue;
-      const std::string command = "register_read AtpIngress.heard " + std::to_string(m.slot);
-      try {
-        m.heard = number_after(cli_->run(command), "]=", command) != 0;
-      } catch (const runtime::SwitchCliError& e) {
-        spdlog::warn("p4 agent '{}': {}", spec_.name, e.what());
+      if (now >= m.next_read) {
+        const std::string command = "register_read AtpIngress.heard " + std::to_string(m.slot);
+        try {
+          m.heard = number_after(cli_->run(command), "]=", command) != 0;
+        } catch (const runtime::SwitchCliError& e) {
+          spdlog::warn("p4 agent '{}': {}", spec_.name, e.what());
+        }
+        job.node_stale |= m.heard;
+        // A member that stays silent is read less often: one named but never there costs little.
+        m.next_read = now + (now - m.admitted < kQuickLearning ? 0 : kSlowLearning);
       }
-      learned |= m.heard;
       unheard |= !m.heard;
     }
-    if (!learned || job.groups.empty()) continue;
-    std::string update = "mc_node_update " + std::to_string(job.groups.front().second);
-    for (const Member& m : job.members)
-      if (m.heard) update += " " + std::to_string(m.port);
-    try {
-      cli_->run(update);
-      members_learned_ += 1;
-    } catch (const runtime::SwitchCliError& e) {
-      // Unheard again: tried at the next poll.
-      for (Member& m : job.members) m.heard = false;
-      spdlog::error("p4 agent '{}': {}", spec_.name, e.what());
-    }
+    if (job.node_stale) update_node(job);
   }
   return unheard;
+}
+
+// The job's node gets every heard member; a refused update is tried again at the next poll.
+void P4SwitchAgent::update_node(Installed& job) {
+  if (job.groups.empty()) return;
+  std::string update = "mc_node_update " + std::to_string(job.groups.front().second);
+  for (const Member& m : job.members)
+    if (m.heard) update += " " + std::to_string(m.port);
+  try {
+    cli_->run(update);
+    job.node_stale = false;
+  } catch (const runtime::SwitchCliError& e) {
+    spdlog::error("p4 agent '{}': {}", spec_.name, e.what());
+  }
 }
 
 void P4SwitchAgent::tick(Time now) {
@@ -177,13 +185,15 @@ bool P4SwitchAgent::remove_job(std::uint32_t job) {
 // Every entry is added and its handle kept; if the switch refuses one, what was added is
 // deleted again and the refusal thrown.
 void P4SwitchAgent::install(std::uint32_t job, const control::P4Entries& entries) {
+  retry_deletes();  // an entry left from a refused delete would refuse the same key now
   Installed done;
   try {
     // A slot another job used may say heard: cleared before any entry can set it.
     for (const control::P4MulticastGroup& g : entries.groups)
       for (std::size_t k = 0; k < g.ports.size(); ++k) {
         cli_->run("register_write AtpIngress.heard " + std::to_string(g.slots.at(k)) + " 0");
-        done.members.push_back({g.ports[k], g.slots[k], false});
+        const Time now = runtime::monotonic_now();
+        done.members.push_back({g.ports[k], g.slots[k], false, now, now});
       }
     for (const control::P4TableEntry& e : entries.tables) {
       const std::string command = control::bmv2_command(e);
@@ -208,26 +218,37 @@ void P4SwitchAgent::add_group(const control::P4MulticastGroup& group, Installed&
   cli_->run("mc_node_associate " + id + " " + std::to_string(node));
 }
 
-// Deletes what `installed` names, newest first; a delete the switch refuses is logged and the
-// rest still deleted (the job is gone from the agent either way: nothing can refer to it).
+// Deletes what `installed` names, newest first. A delete the switch refuses is kept for
+// retry_deletes (the job is gone from the agent either way: nothing refers to it any more).
 void P4SwitchAgent::uninstall(const Installed& installed) {
-  auto attempt = [this](const std::string& command) {
-    try {
-      cli_->run(command);
-    } catch (const runtime::SwitchCliError& e) {
-      spdlog::error("p4 agent '{}': {}", spec_.name, e.what());
-    }
-  };
   for (auto g = installed.groups.rbegin(); g != installed.groups.rend(); ++g) {
     const std::string id = std::to_string(g->first);
     if (g->second != ~std::uint64_t{0}) {
-      attempt("mc_node_dissociate " + id + " " + std::to_string(g->second));
-      attempt("mc_node_destroy " + std::to_string(g->second));
+      delete_or_keep("mc_node_dissociate " + id + " " + std::to_string(g->second));
+      delete_or_keep("mc_node_destroy " + std::to_string(g->second));
     }
-    attempt("mc_mgrp_destroy " + id);
+    delete_or_keep("mc_mgrp_destroy " + id);
   }
   for (auto e = installed.entries.rbegin(); e != installed.entries.rend(); ++e)
-    attempt("table_delete " + e->first + " " + std::to_string(e->second));
+    delete_or_keep("table_delete " + e->first + " " + std::to_string(e->second));
+}
+
+void P4SwitchAgent::delete_or_keep(const std::string& command) {
+  try {
+    cli_->run(command);
+  } catch (const runtime::SwitchCliError& e) {
+    // The switch no longer has it (INVALID_HANDLE, INVALID_MGID, ...): nothing to retry.
+    if (std::string(e.what()).find("(INVALID_") != std::string::npos) return;
+    spdlog::error("p4 agent '{}': {}; tried again later", spec_.name, e.what());
+    pending_deletes_.push_back(command);
+  }
+}
+
+std::size_t P4SwitchAgent::retry_deletes() {
+  std::vector<std::string> pending;
+  pending.swap(pending_deletes_);
+  for (const std::string& command : pending) delete_or_keep(command);
+  return pending_deletes_.size();
 }
 
 nlohmann::json P4SwitchAgent::stats() {
@@ -256,6 +277,7 @@ nlohmann::json P4SwitchAgent::stats() {
   }
   return {{"jobs", jobs},
           {"next_steps", steps},
+          {"pending_deletes", pending_deletes_.size()},
           {"claim_clock", {{"epoch", epoch_written_}, {"ticks", ticks_}, {"failures", tick_failures_},
                            {"last_error", last_tick_error_}}}};
 }

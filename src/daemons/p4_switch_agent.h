@@ -3,14 +3,16 @@
 // same control requests as `atp switch` (control_requests.h), so the controller admits and
 // removes jobs on a P4 switch as on a software one, and turns them into the program's entries
 // (control/p4_entries.h) through the switch's runtime CLI:
-//  - at start: the profile, the IPv4 routes to its neighbours, and the cluster file's jobs;
+//  - at start: the switch's state reset (an agent restarted beside a running switch starts
+//    clean), then the profile, the IPv4 routes and the cluster file's jobs;
 //  - admit: the job's table entries and multicast group, each handle the switch gives kept;
 //    a command the switch refuses undoes what the admission added, and the error is returned;
-//  - remove: exactly those handles deleted, the group destroyed;
+//  - remove: exactly those handles deleted, the group destroyed; a delete the switch refuses is
+//    kept and tried again every kLearnPeriod (the entry would block the job's next admission);
 //  - members learned: a job's group starts with no port, and a port joins it once the data
-//    plane has seen the job's packet arrive on it (register AtpIngress.heard, polled every
-//    kLearnPeriod while some member is unheard), as `atp switch` sends results and float
-//    requests only to members it has heard from (docs/reliability.md);
+//    plane has accepted the job's packet from it (register AtpIngress.heard, read every
+//    kLearnPeriod for kQuickLearning after the member's admission, then every kSlowLearning),
+//    as `atp switch` sends results and float requests only to members it has heard from;
 //  - the claim clock: the epoch register written every stale_after / 8 when it changes
 //    (engines::claim_clock), as a Tofino's control CPU would.
 // It runs on one event loop: the CLI is called from the loop's thread only.
@@ -38,14 +40,19 @@ class P4SwitchAgent {
   P4SwitchAgent& operator=(const P4SwitchAgent&) = delete;
 
   static constexpr Duration kLearnPeriod = 20 * kMillisecond;
+  static constexpr Duration kQuickLearning = 2 * kSecond;
+  static constexpr Duration kSlowLearning = 1 * kSecond;
 
   // Ticks the claim clock and learns members on `loop` from now on.
   void attach(runtime::EventLoop& loop);
   // Writes the claim epoch of time `now` (since the agent started) if it changed.
   void tick(Time now);
-  // Reads the heard slot of every member not heard yet; a job with newly heard members gets
-  // them in its multicast node. Returns whether some member is still unheard.
-  bool learn_members();
+  // Reads the heard slot of every member not heard yet whose read is due at `now`; a job with
+  // newly heard members gets them in its multicast node. Returns whether some member is
+  // still unheard.
+  bool learn_members(Time now);
+  // Tries the deletes the switch refused again; returns how many are still pending.
+  std::size_t retry_deletes();
 
   nlohmann::json stats();
   const runtime::Endpoint& address() const { return spec_.address; }
@@ -61,6 +68,7 @@ class P4SwitchAgent {
     engines::Port port = 0;
     std::uint32_t slot = 0;
     bool heard = false;
+    Time admitted = 0, next_read = 0;
   };
   // What one job holds on the switch: each table entry's (table, handle), its group's node and
   // the members below, heard or not.
@@ -68,9 +76,12 @@ class P4SwitchAgent {
     std::vector<std::pair<std::string, std::uint64_t>> entries;
     std::vector<std::pair<std::uint16_t, std::uint64_t>> groups;  // (group, node handle)
     std::vector<Member> members;
+    bool node_stale = false;  // heard members the node does not have yet
   };
   void install(std::uint32_t job, const control::P4Entries& entries);
   void uninstall(const Installed& installed);
+  void delete_or_keep(const std::string& command);
+  void update_node(Installed& job);
   void add_group(const control::P4MulticastGroup& group, Installed& done);
   control::P4Entries entries_of(engines::SwitchJob job, const runtime::AddressBook& book);
 
@@ -84,7 +95,7 @@ class P4SwitchAgent {
   std::map<std::uint32_t, Installed> jobs_;
   Time started_ = 0;
   int tick_timer_ = -1, learn_timer_ = -1;
-  std::uint64_t members_learned_ = 0;
+  std::vector<std::string> pending_deletes_;
   std::uint32_t epoch_written_ = 0;  // 0: none yet
   std::uint64_t ticks_ = 0, tick_failures_ = 0;
   std::string last_tick_error_;

@@ -25,6 +25,12 @@ void close_fd(int& fd) {
 
 // The child's side: stdin from `in`, stdout and stderr to `out`, then the CLI.
 [[noreturn]] void exec_cli(const std::string& program, std::uint16_t port, int in, int out) {
+  // The agent's loop blocks SIGINT and SIGTERM (it reads them from a signalfd); the CLI must
+  // not inherit that. Its own process group: stop() ends whatever it started too.
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::setpgid(0, 0);
   ::dup2(in, STDIN_FILENO);
   ::dup2(out, STDOUT_FILENO);
   ::dup2(out, STDERR_FILENO);
@@ -51,9 +57,15 @@ bool bmv2_answer_failed(const std::string& answer) {
 }
 
 Bmv2Cli::Bmv2Cli(const std::string& program, std::uint16_t thrift_port, Duration answer_budget)
-    : answer_budget_(answer_budget) {
-  // Commands go over a socket pair rather than a pipe: a send to a CLI that died then fails
-  // with EPIPE (MSG_NOSIGNAL) instead of killing the agent with SIGPIPE.
+    : program_(program), thrift_port_(thrift_port), answer_budget_(answer_budget) {
+  start();
+}
+
+Bmv2Cli::~Bmv2Cli() { stop(); }
+
+// Commands go over a socket pair rather than a pipe: a send to a CLI that died then fails with
+// EPIPE (MSG_NOSIGNAL) instead of killing the agent with SIGPIPE.
+void Bmv2Cli::start() {
   int to[2], from[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, to) != 0)
     throw SwitchCliError(std::string("socketpair: ") + std::strerror(errno));
@@ -63,7 +75,7 @@ Bmv2Cli::Bmv2Cli(const std::string& program, std::uint16_t thrift_port, Duration
     throw SwitchCliError(std::string("pipe: ") + std::strerror(errno));
   }
   pid_ = ::fork();
-  if (pid_ == 0) exec_cli(program, thrift_port, to[0], from[1]);
+  if (pid_ == 0) exec_cli(program_, thrift_port_, to[0], from[1]);
   ::close(to[0]);
   ::close(from[1]);
   to_cli_ = to[1];
@@ -73,23 +85,33 @@ Bmv2Cli::Bmv2Cli(const std::string& program, std::uint16_t thrift_port, Duration
     throw SwitchCliError(std::string("fork: ") + std::strerror(errno));
   }
   try {
-    read_to_prompt(program + " on thrift port " + std::to_string(thrift_port));
+    read_to_prompt(program_ + " on thrift port " + std::to_string(thrift_port_));
   } catch (...) {
     stop();
     throw;
   }
 }
 
-Bmv2Cli::~Bmv2Cli() { stop(); }
-
+// A CLI that timed out or exited is replaced before the next command: its late answer would
+// otherwise be read as the next command's (and a handle taken from the wrong answer).
 std::string Bmv2Cli::run(const std::string& command) {
   if (command.find('\n') != std::string::npos)
     throw SwitchCliError("'" + command + "': one command per line");
+  if (pid_ < 0) start();
+  try {
+    return exchange(command);
+  } catch (const Broken& e) {
+    stop();
+    throw SwitchCliError(e.what());
+  }
+}
+
+std::string Bmv2Cli::exchange(const std::string& command) {
   const std::string line = command + "\n";
   for (std::size_t sent = 0; sent < line.size();) {
     const ssize_t n = ::send(to_cli_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw SwitchCliError("'" + command + "': the CLI is gone (" + std::strerror(errno) + ")");
+    if (n <= 0) throw Broken("'" + command + "': the CLI is gone (" + std::strerror(errno) + ")");
     sent += static_cast<std::size_t>(n);
   }
   std::string answer = read_to_prompt("'" + command + "'");
@@ -110,12 +132,12 @@ std::string Bmv2Cli::read_to_prompt(const std::string& waiting_for) {
     const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left / kMillisecond) + 1) : 0;
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0)
-      throw SwitchCliError(waiting_for + ": no answer from simple_switch_CLI within " +
+      throw Broken(waiting_for + ": no answer from simple_switch_CLI within " +
                            std::to_string(answer_budget_ / kMillisecond) + " ms");
     char buffer[65536];
     const ssize_t n = ::read(from_cli_, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw SwitchCliError(waiting_for + ": simple_switch_CLI exited: " + out);
+    if (n <= 0) throw Broken(waiting_for + ": simple_switch_CLI exited: " + out);
     out.append(buffer, static_cast<std::size_t>(n));
   }
   out.resize(out.size() - kPrompt.size());
@@ -130,7 +152,7 @@ void Bmv2Cli::stop() {
     const Time deadline = monotonic_now() + kSecond;
     while (::waitpid(pid_, &status, WNOHANG) == 0) {
       if (monotonic_now() > deadline) {
-        ::kill(pid_, SIGKILL);
+        if (::kill(-pid_, SIGKILL) != 0) ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &status, 0);
         break;
       }

@@ -1,7 +1,8 @@
 #pragma once
 // simple_switch_CLI as a child process kept open for the agent's life: commands go to its
 // stdin, and its answer is what it prints before the next prompt. Every read has a budget, so a
-// CLI (or a switch behind it) that hangs fails the command instead of the caller's loop.
+// CLI (or a switch behind it) that hangs fails the command instead of the caller's loop; a CLI
+// that hung or exited is stopped, and a new one started for the next command.
 #include <sys/types.h>
 
 #include <string>
@@ -27,9 +28,17 @@ class Bmv2Cli final : public SwitchCli {
   std::string run(const std::string& command) override;
 
  private:
+  // The session cannot go on (no answer in time, or the CLI is gone).
+  struct Broken : SwitchCliError {
+    using SwitchCliError::SwitchCliError;
+  };
+  void start();
+  std::string exchange(const std::string& command);
   std::string read_to_prompt(const std::string& waiting_for);
   void stop();
 
+  std::string program_;
+  std::uint16_t thrift_port_;
   Duration answer_budget_;
   pid_t pid_ = -1;
   int to_cli_ = -1, from_cli_ = -1;
