@@ -48,7 +48,6 @@ class FakeCli final : public runtime::SwitchCli {
     std::istringstream in(command);
     std::string verb, a, b;
     in >> verb >> a;
-    if (verb == "reset_state") return *s_ = FakeSwitch{.commands = s_->commands}, "";
     if (verb == "table_set_default") return s_->defaults[a] = command, "";
     if (verb == "table_add") {
       in >> b;

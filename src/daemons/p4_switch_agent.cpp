@@ -38,7 +38,6 @@ P4SwitchAgent::P4SwitchAgent(const control::ClusterConfig& fabric, const std::st
       profile_(fabric_.switch_config(name)), limits_(limits), cli_(std::move(cli)),
       slices_(profile_.pool_size), member_slots_(control::kP4MemberSlots - 1),
       started_(runtime::monotonic_now()) {
-  cli_->run("reset_state");
   for (const std::string& command : control::bmv2_commands(control::p4_switch_base(fabric_, name, limits_)))
     cli_->run(command);
   runtime::AddressBook book;

@@ -3,8 +3,9 @@
 // same control requests as `atp switch` (control_requests.h), so the controller admits and
 // removes jobs on a P4 switch as on a software one, and turns them into the program's entries
 // (control/p4_entries.h) through the switch's runtime CLI:
-//  - at start: the switch's state reset (an agent restarted beside a running switch starts
-//    clean), then the profile, the IPv4 routes and the cluster file's jobs;
+//  - at start: the profile, the IPv4 routes and the cluster file's jobs, on a fresh switch (one
+//    that has them already refuses them as duplicates: restart the switch with its agent;
+//    BMv2's reset_state would also empty the program's const tables);
 //  - admit: the job's table entries and multicast group, each handle the switch gives kept;
 //    a command the switch refuses undoes what the admission added, and the error is returned;
 //  - remove: exactly those handles deleted, the group destroyed; a delete the switch refuses is
