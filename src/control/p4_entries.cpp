@@ -280,14 +280,14 @@ std::uint32_t p4_member_slots(const engines::SwitchJob& job) {
 
 P4Entries p4_job(const engines::SwitchJob& job, const P4Limits& limits, std::uint32_t first_slot) {
   check_ports(job, limits);
-  if (std::uint64_t{first_slot} + p4_member_slots(job) > kP4MemberSlots)
+  const std::set<engines::Port> below = ports_below(job);  // in slot order, as the members table
+  if (std::uint64_t{first_slot} + below.size() > kP4MemberSlots)
     throw std::invalid_argument(fmt::format("job {}: member slots {}..{} are beyond the {} the P4 "
                                             "programs hold", job.job, first_slot,
-                                            first_slot + p4_member_slots(job), kP4MemberSlots));
+                                            first_slot + below.size(), kP4MemberSlots));
   P4Entries out;
   out.tables = job_table_entries(job, first_slot);
   P4MulticastGroup group{job.multicast_group, job.downstream, {}};
-  const std::set<engines::Port> below = ports_below(job);
   for (engines::Port p : job.downstream)
     group.slots.push_back(first_slot + static_cast<std::uint32_t>(std::distance(below.begin(), below.find(p))));
   out.groups.push_back(std::move(group));

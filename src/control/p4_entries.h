@@ -48,7 +48,8 @@ struct P4MulticastGroup {
   std::uint16_t group = 0;
   std::vector<engines::Port> ports;
   // Each port's member slot: the index of register AtpIngress.heard the data plane sets when
-  // the job's first packet arrives on that port (what a control plane learning members reads).
+  // the job's packet from that port passes the checks (what a control plane learning members
+  // reads).
   std::vector<std::uint32_t> slots;
 };
 

@@ -188,10 +188,10 @@ void P4SwitchAgent::install(std::uint32_t job, const control::P4Entries& entries
   Installed done;
   try {
     // A slot another job used may say heard: cleared before any entry can set it.
+    const Time now = runtime::monotonic_now();
     for (const control::P4MulticastGroup& g : entries.groups)
       for (std::size_t k = 0; k < g.ports.size(); ++k) {
         cli_->run("register_write AtpIngress.heard " + std::to_string(g.slots.at(k)) + " 0");
-        const Time now = runtime::monotonic_now();
         done.members.push_back({g.ports[k], g.slots[k], false, now, now});
       }
     for (const control::P4TableEntry& e : entries.tables) {
@@ -265,10 +265,7 @@ nlohmann::json P4SwitchAgent::stats() {
   for (std::size_t i = 0; i < std::size(kNextSteps); ++i) {
     const std::string command = "counter_read AtpIngress.next_steps " + std::to_string(i);
     try {  // "AtpIngress.next_steps[i]=  (B bytes, P packets)"
-      const std::string answer = cli_->run(command);
-      const std::size_t comma = answer.find("bytes, ");
-      steps[kNextSteps[i]] = number_after(answer.substr(comma == std::string::npos ? 0 : comma),
-                                          "bytes,", command);
+      steps[kNextSteps[i]] = number_after(cli_->run(command), "bytes,", command);
     } catch (const runtime::SwitchCliError& e) {
       steps[kNextSteps[i]] = nullptr;
       spdlog::warn("p4 agent '{}': {}", spec_.name, e.what());
