@@ -262,8 +262,9 @@ class Loopback(unittest.TestCase):
         c = self.run_cluster(1, 1, 3, deadline_ms=3000)
         try:
             start = time.time()
-            workers = [c.worker(1, r, floats=400000, iterations=8) for r in range(3)]
+            workers = [c.worker(1, r, floats=400000, iterations=40) for r in range(3)]
             time.sleep(0.4)
+            self.assertTrue(all(w[0].poll() is None for w in workers), "finished too early")
             c.kill("ps1")  # results kept for late resends are lost
             time.sleep(0.3)
             c.start("ps", "ps1")
