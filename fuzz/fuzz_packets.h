@@ -44,9 +44,10 @@ inline std::vector<std::uint8_t> next_packet(FuzzedDataProvider& in, const Packe
   const bool forged = in.ConsumeIntegralInRange<int>(0, 7) == 0;
   h.token = forged || h.job == 0 || h.job > tokens.size() ? in.ConsumeIntegral<std::uint32_t>()
                                                           : tokens[h.job - 1];
-  // Now and then the run handshake: a join or its answer, for one worker, without values.
-  if (const int kind = in.ConsumeIntegralInRange<int>(0, 7); kind >= 6) {
-    h.kind = kind == 6 ? proto::Kind::join : proto::Kind::joined;
+  // Now and then the run handshake (a join or its answer) or a result query: for one worker,
+  // without values.
+  if (const int kind = in.ConsumeIntegralInRange<int>(0, 9); kind >= 7) {
+    h.kind = kind == 7 ? proto::Kind::join : kind == 8 ? proto::Kind::joined : proto::Kind::query;
     h.flags = 0;
     h.value_count = 0;
     h.racks_bitmap = 0;

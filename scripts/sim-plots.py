@@ -83,6 +83,8 @@ def loss_point(atp, base, k, option, loss):
     return {"loss": loss, "runs": runs,
             "mean_gbps": sum(r["mean_steady_gbps"] for r in runs) / len(runs),
             "resends_per_lost": resends / max(1, sum(r["packets_lost"] for r in runs)),
+            "queries_per_lost": sum(j["result_queries"] for r in runs for j in r["jobs"])
+                                / max(1, sum(r["packets_lost"] for r in runs)),
             "late_share": sum(j["late_results"] for r in runs for j in r["jobs"]) / max(1, resends)}
 
 

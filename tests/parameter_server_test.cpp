@@ -465,6 +465,49 @@ TEST(ParameterServerConfig, RejectsBadJobs) {
   EXPECT_THROW(ps.add_job({1, {2}, 4, 0, 0}), std::invalid_argument);
 }
 
+// A worker's result query (the header alone, engines.md §3.6): the kept result if the seq is
+// complete; else a request naming the asker if the PS lacks its values (again, even if it was
+// asked before: its resend was lost), and whatever else the seq lacks, once each; with nothing
+// of the seq here, the asker, whose resend flushes its switches.
+TEST_F(ParameterServerTest, AQueryGetsTheKeptResultOrAsksForWhatTheSeqLacks) {
+  auto query = [&](std::uint8_t rack, std::uint8_t worker) {
+    PacketSpec q = single(rack, worker, {});
+    q.kind = proto::Kind::query;
+    return q;
+  };
+  auto only_request = [&](std::uint8_t rack, std::uint32_t workers) {
+    auto asked = sent();
+    ASSERT_EQ(asked.size(), 1u);
+    const auto h = header_of(asked[0]);
+    EXPECT_TRUE(h.is_resend_request());
+    EXPECT_EQ(h.rack, rack);
+    EXPECT_EQ(h.workers_bitmap, workers);
+    EXPECT_EQ(h.seq, 0u);
+    EXPECT_EQ(h.value_count, 0);
+  };
+  send(query(1, 2));  // nothing of the seq here: the asker's resend flushes its switches
+  only_request(1, 0b100);
+  send(rack_sum(1, {5}));
+  send(single(0, 1, {2}));
+  send(query(0, 0));  // its own values are what the seq lacks
+  only_request(0, 0b01);
+  send(query(0, 0));  // asked again: the resend it was asked for was lost
+  only_request(0, 0b01);
+  send(query(0, 1));  // held itself: the one missing was asked already
+  EXPECT_TRUE(sent().empty());
+  send(single(0, 0, {1}));
+  ASSERT_EQ(sent().size(), 1u);  // the result
+  send(query(1, 0));  // lost on its way down to rack 1's worker 0: sent again
+  auto again = sent();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_TRUE(header_of(again[0]).has(flag::kResult));
+  EXPECT_EQ(values_of(again[0])[0], 8);
+  EXPECT_EQ(counters().queries, 5u);
+  EXPECT_EQ(counters().answered_queries, 1u);
+  EXPECT_EQ(counters().late_results, 0u);  // no values were resent
+  EXPECT_EQ(counters().contributions, 3u);  // a query adds nothing
+}
+
 }  // namespace
 }  // namespace atp::engines
 

@@ -150,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(
                 [](auto& p) { p[1] = flag::kWrapped | flag::kFloatPayload; }},
         BadCase{"remap_without_result", DecodeError::bad_flags,
                 [](auto& p) { p[1] = flag::kRemap; }},
-        BadCase{"kind", DecodeError::bad_kind, [](auto& p) { p[31] = 3; }},
+        BadCase{"kind", DecodeError::bad_kind, [](auto& p) { p[31] = 4; }},
         BadCase{"join_with_values", DecodeError::bad_length, [](auto& p) { p[31] = 1; p[1] = 0; }},
         BadCase{"join_with_flags", DecodeError::bad_flags, [](auto& p) { p[31] = 1; p[1] = flag::kResend; }},
         BadCase{"reserved", DecodeError::reserved_not_zero, [](auto& p) { p[35] = 1; }}),
@@ -197,6 +197,36 @@ TEST(Header, HandshakePacketsNameOneWorkerAndCarryNothingElse) {
   Header flagged = joined;
   flagged.flags = flag::kResult;
   EXPECT_EQ(decode(encode_packet(flagged), d), DecodeError::bad_flags);
+}
+
+// A worker's result query: upward, for one worker, no flags and no values, like a join.
+TEST(Header, AResultQueryNamesOneWorkerAndCarriesNothingElse) {
+  Header q = sample_fragment();
+  q.kind = Kind::query;
+  q.next_level = Level::parameter_server;
+  q.flags = 0;
+  q.value_count = 0;
+  q.racks_bitmap = 0;
+  q.workers_bitmap = 1u << 2;
+  q.rack_fan_in = 4;
+  Header d;
+  ASSERT_EQ(decode(encode_packet(q), d), DecodeError::ok);
+  EXPECT_EQ(d.kind, Kind::query);
+  EXPECT_FALSE(d.is_downward());
+  EXPECT_EQ(d.seq, q.seq);
+  EXPECT_EQ(d.tensor, q.tensor);
+
+  Header with_values = q;
+  with_values.value_count = 4;
+  EXPECT_EQ(decode(encode_packet(with_values), d), DecodeError::bad_length);
+  Header resend = q;
+  resend.flags = flag::kResend;
+  EXPECT_EQ(decode(encode_packet(resend), d), DecodeError::bad_flags);
+  Header two_workers = q;
+  two_workers.workers_bitmap = 0b11;
+  EXPECT_EQ(decode(encode_packet(two_workers), d), DecodeError::bad_bitmap);
+  auto marked = encode_packet(q);
+  EXPECT_FALSE(mark_ecn(marked));  // no flags on a query, ECN's included
 }
 
 TEST(Header, DecodingRandomBytesNeverCrashes) {

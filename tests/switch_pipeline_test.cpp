@@ -360,6 +360,29 @@ TEST_F(RackSwitch, HandshakePassesWithoutTouchingAnyAggregator) {
   EXPECT_EQ(counters().aggregated, 1u);
 }
 
+// A worker's result query (engines.md §3.6) is the PS's alone: it passes at its held
+// aggregator's seq without flushing, joining or freeing it, and takes no ECN mark.
+TEST_F(RackSwitch, AResultQueryPassesWithoutTouchingItsSeqsAggregator) {
+  auto a = make_packet(worker(0, {1, 2, 3}));
+  run(a);
+  const AggregatorView before = agg();
+  PacketSpec query = worker(1, {});
+  query.kind = proto::Kind::query;
+  query.level = proto::Level::parameter_server;
+  auto p = make_packet(query);
+  const auto sent = p;
+  const Verdict up = run(p, /*congested=*/true);
+  ASSERT_EQ(up.action, Action::port);
+  EXPECT_EQ(up.port, kUp);
+  EXPECT_EQ(p, sent);  // untouched
+  EXPECT_EQ(switch_counters().ecn_marked, 0u);
+  EXPECT_TRUE(agg().valid());
+  EXPECT_EQ(agg().bitmap, before.bitmap);
+  EXPECT_EQ(agg().count, before.count);
+  EXPECT_EQ(counters().flushes, 0u);
+  EXPECT_EQ(counters().forwarded_up, 1u);
+}
+
 TEST_F(RackSwitch, ResultOfAnotherSeqLeavesTheAggregator) {
   auto a = make_packet(worker(0, {1}));
   run(a);
@@ -494,6 +517,21 @@ TEST_F(SpineSwitch, HandshakeGoesToPsZeroAndItsAnswerToTheAskersRack) {
   const Verdict g = run(down);
   ASSERT_EQ(g.action, Action::port);
   EXPECT_EQ(g.port, kRacks[1]);
+}
+
+TEST_F(SpineSwitch, AResultQueryGoesToThePsOfItsSeqsShard) {
+  PacketSpec query;
+  query.kind = proto::Kind::query;
+  query.level = proto::Level::parameter_server;
+  query.job_fan_in = 2;
+  query.rack = 1;
+  query.workers = 1;
+  query.ps_index = 1;
+  query.values.clear();
+  auto p = make_packet(query);
+  const Verdict f = run(p);
+  ASSERT_EQ(f.action, Action::port);
+  EXPECT_EQ(f.port, kPs1);
 }
 
 TEST_F(SpineSwitch, AddsRackSumsAndRoutesToThePsOfTheShard) {

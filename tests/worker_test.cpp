@@ -1032,12 +1032,12 @@ class LossRecovery : public WorkerTest {
                      twelve_out = std::vector<float>(4 * 12);
 };
 
-TEST_F(LossRecovery, AWorkerThatDoesNotLeadTheSeqWaitsForTheLeadThenFallsBack) {
+TEST_F(LossRecovery, AWorkerThatDoesNotLeadTheSeqWaitsForTheLeadThenAsksThenResends) {
   WorkerConfig c = wide_config(small_config());
   ASSERT_FALSE(c.rack == lead_rack(0, c.job_fan_in) &&
                c.rank_in_rack == lead_rank(0, c.job_fan_in, c.rack_fan_in));
   Worker w(c);
-  gap_at_zero(w);
+  const auto first = gap_at_zero(w);
   auto after_gap = sent();
   EXPECT_TRUE(resends(after_gap).empty());
   EXPECT_EQ(w.stats().deferred_gaps, 1u);
@@ -1048,12 +1048,28 @@ TEST_F(LossRecovery, AWorkerThatDoesNotLeadTheSeqWaitsForTheLeadThenFallsBack) {
   EXPECT_EQ(*w.next_timer(), fallback);
   w.on_timer(fallback - 1, out);
   EXPECT_TRUE(sent().empty());
+  // First the header alone: the result may only have been lost on its way down here.
   w.on_timer(fallback, out);
-  auto resent = sent();
-  ASSERT_EQ(resent.size(), 1u);
-  EXPECT_EQ(header_of(resent[0]).seq, 0u);
-  EXPECT_TRUE(header_of(resent[0]).has(flag::kResend));
+  auto asked = sent();
+  ASSERT_EQ(asked.size(), 1u);
+  const proto::Header q = header_of(asked[0]);
+  EXPECT_EQ(q.kind, proto::Kind::query);
+  EXPECT_EQ(q.value_count, 0u);
+  EXPECT_EQ(asked[0].size(), proto::kHeaderBytes);
+  EXPECT_EQ(q.next_level, proto::Level::parameter_server);  // no switch acts on it
+  EXPECT_EQ(q.seq, 0u);
+  EXPECT_EQ(q.tensor, header_of(first[0]).tensor);
+  EXPECT_EQ(q.aggregator, header_of(first[0]).aggregator);
+  EXPECT_EQ(w.stats().result_queries, 1u);
+  EXPECT_EQ(w.stats().fallback_resends, 0u);
+  // Nothing within another wait: the values go again.
+  const Time resend_at = fallback + kLeadWaitRoundTrips * w.smoothed_rtt();
+  w.on_timer(resend_at - 1, out);
+  EXPECT_EQ(resends_of_zero(sent()), 0u);  // (the silence's probe resends the newest only)
+  w.on_timer(resend_at, out);
+  EXPECT_EQ(resends_of_zero(sent()), 1u);
   EXPECT_EQ(w.stats().fallback_resends, 1u);
+  EXPECT_EQ(w.stats().result_queries, 1u);
   EXPECT_EQ(w.stats().fast_resends, 0u);
 }
 

@@ -25,6 +25,7 @@ const bit<8> FLAG_REMAP         = 0x80;
 const bit<8> KIND_FRAGMENT = 0;
 const bit<8> KIND_JOIN     = 1;
 const bit<8> KIND_JOINED   = 2;
+const bit<8> KIND_QUERY    = 3;  // a worker's result query: the PS's alone, passed up
 const bit<8> LEVEL_PS    = 0;
 const bit<8> LEVEL_RACK  = 1;
 const bit<8> LEVEL_SPINE = 2;

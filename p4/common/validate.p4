@@ -34,8 +34,8 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
     }
 
     // Rules on the header's kind, flags and value count alone (proto::decode): the run
-    // handshake carries no flags, no values and no racks; a fragment's flags combine sensibly
-    // and an upward fragment carries values. First match wins.
+    // handshake and a result query carry no flags, no values and no racks; a fragment's flags
+    // combine sensibly and an upward fragment carries values. First match wins.
     action header_ok() {}
     action header_bad() { meta.bad_header = 1; }
     table header_rules {
@@ -50,8 +50,10 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
         const entries = {
             (KIND_JOIN, 0, 0, 0) : header_ok();
             (KIND_JOINED, 0, 0, 0) : header_ok();
+            (KIND_QUERY, 0, 0, 0) : header_ok();
             (KIND_JOIN, _, _, _) : header_bad();
             (KIND_JOINED, _, _, _) : header_bad();
+            (KIND_QUERY, _, _, _) : header_bad();
             // result and float request at once
             (KIND_FRAGMENT, FLAG_RESULT | FLAG_FLOAT_REQUEST &&& FLAG_RESULT | FLAG_FLOAT_REQUEST, _, _) : header_bad();
             // downward with resend, or a float request with collision (a result may carry it)
@@ -104,7 +106,7 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
         }
         if (hdr.atp.version != ATP_VERSION) { meta.bad_version = 1; }
         if (hdr.atp.reserved != 0) { meta.bad_reserved = 1; }
-        if (hdr.atp.kind > KIND_JOINED) { meta.bad_kind = 1; }
+        if (hdr.atp.kind > KIND_QUERY) { meta.bad_kind = 1; }
         if (hdr.atp.next_level > LEVEL_SPINE) { meta.bad_level = 1; }
         if (meta.values_beyond_max != 0) { meta.bad_value_count = 1; }
         if (meta.payload_bytes != meta.value_bytes) { meta.bad_length = 1; }

@@ -67,6 +67,8 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"fast_resends", j.workers.fast_resends},
         {"probes", j.workers.probes},
         {"deferred_gaps", j.workers.deferred_gaps},
+        {"result_queries", j.workers.result_queries},
+        {"answered_queries", j.ps.answered_queries},
         {"fallback_resends", j.workers.fallback_resends},
         {"requested_resends", j.workers.requested_resends},
         {"resend_requests", j.ps.resend_requests},

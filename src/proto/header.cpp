@@ -16,7 +16,7 @@ std::string_view to_string(DecodeError e) {
     case DecodeError::bad_rack: return "rack index not below the job's rack count";
     case DecodeError::bad_bitmap: return "bitmap has bits beyond the fan-in or names no contributor";
     case DecodeError::bad_flags: return "contradictory flags";
-    case DecodeError::bad_kind: return "kind is not 0, 1 or 2";
+    case DecodeError::bad_kind: return "kind is not 0, 1, 2 or 3";
     case DecodeError::reserved_not_zero: return "reserved bytes are not zero";
   }
   return "unknown decode error";

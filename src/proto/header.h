@@ -38,13 +38,16 @@ inline constexpr std::uint8_t kRemap = 0x80;         // result suggests `remap_i
 // Which element handles the packet next on its way up.
 enum class Level : std::uint8_t { parameter_server = 0, rack = 1, spine = 2 };
 
-// What the packet is. Switches aggregate only fragments; the other kinds are a job's start-up
-// handshake with its first PS, which hands every worker of a launch the same fresh run id
-// (engines.md, "Runs"), and pass through switches untouched.
+// What the packet is. Switches aggregate only fragments; the other kinds pass through switches
+// untouched: a job's start-up handshake with its first PS, which hands every worker of a
+// launch the same fresh run id (engines.md, "Runs"), and a worker's result query.
 enum class Kind : std::uint8_t {
   fragment = 0,  // a gradient fragment going up, or a result / float request coming down
   join = 1,      // worker -> PS 0: "which run am I in?", seq = the worker's nonce
   joined = 2,    // PS 0 -> workers: the run (high half of `tensor`) for the nonce in seq
+  // worker -> the seq's PS, next_level 0, no values: "I have no result for (tensor, seq)".
+  // The PS sends the result again if it has it, else asks for what it lacks (engines.md §3.6).
+  query = 3,
 };
 
 // Where each field sits (docs/protocol.md has the layout).

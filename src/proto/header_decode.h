@@ -12,7 +12,8 @@ namespace atp::proto {
 
 namespace detail {
 
-// A handshake packet carries no flags and no values, and names exactly one worker.
+// A handshake packet or a result query carries no flags and no values, and names exactly one
+// worker.
 inline DecodeError validate_handshake(const Header& h) {
   if (h.flags != 0) return DecodeError::bad_flags;
   if (h.value_count != 0) return DecodeError::bad_length;
@@ -58,7 +59,7 @@ inline DecodeError decode(std::span<const std::uint8_t> packet, Header& h) {
   const std::uint8_t* p = packet.data();
   if (p[offset::version] != kVersion) return DecodeError::bad_version;
   if (load_be16(p + offset::reserved16) != 0) return DecodeError::reserved_not_zero;
-  if (p[offset::kind] > static_cast<std::uint8_t>(Kind::joined)) return DecodeError::bad_kind;
+  if (p[offset::kind] > static_cast<std::uint8_t>(Kind::query)) return DecodeError::bad_kind;
   h.kind = static_cast<Kind>(p[offset::kind]);
 
   h.value_count = load_be16(p + offset::value_count);

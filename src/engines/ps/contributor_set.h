@@ -36,6 +36,7 @@ class ContributorSet {
       if ((other.racks_[r] & ~racks_[r]) != 0) return false;
     return true;
   }
+  void add(unsigned rack, std::uint32_t workers) { racks_[rack] |= workers; }
   void add(const ContributorSet& other) {
     for (std::size_t r = 0; r < racks_.size(); ++r) racks_[r] |= other.racks_[r];
   }

@@ -103,6 +103,7 @@ void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, 
   ++job->counters.packets_in;
   job->counters.bytes_in += packet.size();
   if (h.kind == proto::Kind::join) return answer_join(*job, h, now, out);
+  if (h.kind == proto::Kind::query) return answer_query(*job, h, out);
   const ContributorSet who = ContributorSet::of(h, job->full_masks);
   note_moved_on(*job, h, who);
   Entry* e = entry_for(*job, h);
@@ -250,6 +251,62 @@ void ParameterServer::send_joined(const Job& job, std::uint8_t rack, unsigned bi
   h.rack_fan_in = job.config.workers_per_rack[rack];
   h.job_fan_in = static_cast<std::uint8_t>(job.config.workers_per_rack.size());
   proto::encode(h, out.add(job.config.downstream, h.packet_bytes()));
+}
+
+// A worker has no result for the seq and asks, carrying no values: the result was lost on its
+// way down to it, or the seq's recovery stalled. Sent again if kept. For a short seq, the asker
+// is asked if its values are what is missing, even if it was asked before (the request or its
+// resend was lost), and whatever else is missing is asked once, as after a resend. Asking the
+// others again at every query (every worker of the job may query the same seq) measured worse
+// at 5 % loss on one rack: 0.43 of lossless instead of 0.50. With nothing of the seq here, the
+// asker is asked: its resend flushes what its switches hold. A query for a seq this server
+// moved past is stale, as a late resend would be.
+void ParameterServer::answer_query(Job& job, const proto::Header& h, Outbox& out) {
+  ++job.counters.queries;
+  Entry* e = kept_entry(job, h);
+  if (e == nullptr) {
+    if (behind_kept_state(job, h)) {
+      ++job.counters.stale;
+      return;
+    }
+    send_resend_request(job, h.tensor, h.seq, h.aggregator, h.rack, h.workers_bitmap, out);
+    return;
+  }
+  if (e->complete) {
+    ++job.counters.answered_queries;
+    auto copy = out.add(job.config.downstream, e->result.size());
+    std::copy(e->result.begin(), e->result.end(), copy.begin());
+    return;
+  }
+  if (e->float_mode) return send_float_request(job, *e, out);
+  if (!e->held.contains(h.rack, std::countr_zero(h.workers_bitmap))) {
+    send_resend_request(job, e->tensor, e->seq, e->aggregator, h.rack, h.workers_bitmap, out);
+    e->asked.add(h.rack, h.workers_bitmap);
+  }
+  request_missing(job, *e, out);
+}
+
+// The entry of the packet's (tensor, seq), if this server keeps one; never creates one.
+ParameterServer::Entry* ParameterServer::kept_entry(Job& job, const proto::Header& h) {
+  const std::size_t first = std::size_t{h.seq & (job.ring - 1)} * 2;
+  for (std::size_t i = first; i < first + 2; ++i) {
+    Entry& e = job.entries[i];
+    if (e.used && e.seq == h.seq && e.tensor == h.tensor) return &e;
+  }
+  return nullptr;
+}
+
+// Whether the packet's seq is older than what its ring slot keeps (entry_for's test): its
+// state, and its result, are gone.
+bool ParameterServer::behind_kept_state(const Job& job, const proto::Header& h) const {
+  const std::size_t first = std::size_t{h.seq & (job.ring - 1)} * 2;
+  for (std::size_t i = first; i < first + 2; ++i) {
+    const Entry& e = job.entries[i];
+    if (e.used && proto::run_of(e.tensor) == proto::run_of(h.tensor) &&
+        seq_distance(h.seq, e.seq) < 0)
+      return true;
+  }
+  return false;
 }
 
 // Whoever sends seq s has the result of s - ring (its ring slid past it): that result need
@@ -451,16 +508,31 @@ void ParameterServer::request_missing(Job& job, Entry& e, Outbox& out) {
     const std::uint32_t wanted = held == 0 ? lead : job.full_masks[r] & ~held;
     const std::uint32_t names = wanted & ~e.asked.workers_of(r);
     if (names == 0) continue;
-    proto::Header h = downward_header(job, e);
-    h.set(flag::kFloatRequest);
-    h.rack = static_cast<std::uint8_t>(r);
-    h.rack_fan_in = job.config.workers_per_rack[r];
-    h.workers_bitmap = names;
-    h.value_count = 0;
-    proto::encode(h, out.add(job.config.downstream, h.packet_bytes()));
-    e.asked.add(ContributorSet::of(h, job.full_masks));
-    ++job.counters.resend_requests;
+    const auto rack = static_cast<std::uint8_t>(r);
+    send_resend_request(job, e.tensor, e.seq, e.aggregator, rack, names, out);
+    e.asked.add(rack, names);
   }
+}
+
+// A float request naming `names` of rack `rack`: only they resend (protocol.md §4).
+void ParameterServer::send_resend_request(Job& job, std::uint32_t tensor, std::uint32_t seq,
+                                         std::uint32_t aggregator, std::uint8_t rack,
+                                         std::uint32_t names, Outbox& out) {
+  proto::Header h;
+  h.next_level = proto::Level::parameter_server;
+  h.ps_index = job.config.ps_index;
+  h.job = job.config.job;
+  h.token = job.config.token;
+  h.tensor = tensor;
+  h.seq = seq;
+  h.aggregator = aggregator;
+  h.job_fan_in = static_cast<std::uint8_t>(job.config.workers_per_rack.size());
+  h.set(flag::kFloatRequest);
+  h.rack = rack;
+  h.rack_fan_in = job.config.workers_per_rack[rack];
+  h.workers_bitmap = names;
+  proto::encode(h, out.add(job.config.downstream, h.packet_bytes()));
+  ++job.counters.resend_requests;
 }
 
 void ParameterServer::send_float_request(Job& job, const Entry& e, Outbox& out) {

@@ -53,6 +53,8 @@ struct PsJob {
   X(float_fallbacks, "seqs switched to float32")                                            \
   X(float_requests, "float requests sent to the workers")                                   \
   X(late_results, "results sent again for late packets")                                    \
+  X(queries, "result queries: a worker had no result for a seq")                            \
+  X(answered_queries, "of them, answered with the result kept")                             \
   X(resend_requests, "requests naming the workers a resent seq still lacks")                 \
   X(stale, "packets for seqs every worker has moved past")                                  \
   X(collided, "packets that had met a busy aggregator")                                     \
@@ -133,6 +135,12 @@ class ParameterServer {
   void add_contribution(Job& job, Entry& e, const proto::Header& h, const ContributorSet& who,
                         std::span<const std::uint8_t> packet, Outbox& out);
   void answer_join(Job& job, const proto::Header& h, Time now, Outbox& out);
+  void answer_query(Job& job, const proto::Header& h, Outbox& out);
+  Entry* kept_entry(Job& job, const proto::Header& h);
+  bool behind_kept_state(const Job& job, const proto::Header& h) const;
+  void send_resend_request(Job& job, std::uint32_t tensor, std::uint32_t seq,
+                           std::uint32_t aggregator, std::uint8_t rack, std::uint32_t names,
+                           Outbox& out);
   void send_joined(const Job& job, std::uint8_t rack, unsigned bit, std::uint32_t nonce,
                    std::uint16_t run, Outbox& out);
   Entry* entry_for(Job& job, const proto::Header& h);

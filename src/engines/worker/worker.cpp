@@ -459,6 +459,27 @@ void Worker::defer_to_lead(Time now, Fragment& g) {
   note_timer(g.fallback_at);
 }
 
+// The lead's recovery did not show within lead_wait(): the result was lost on its way down to
+// this worker, or the lead's resend or the PS's request was lost. Only the first needs no
+// values, and it is the likelier (every result crosses more links to reach this worker than
+// the lead's recovery does): the PS is asked, with the header alone, and sends the result
+// again if it has it, or asks by name for what it lacks (this worker's values included, if
+// they are what was lost). Resent with values only if nothing came within another wait.
+void Worker::send_query(Time now, Fragment& f, Outbox& out) {
+  proto::Header h = own_fields(config_);
+  h.kind = proto::Kind::query;
+  h.next_level = proto::Level::parameter_server;  // switches pass it up untouched
+  h.ps_index = static_cast<std::uint8_t>(shard_of(f.seq));
+  h.tensor = proto::wire_tensor(*run_, f.tensor->id);
+  h.seq = f.seq;
+  h.aggregator = assignment(f.seq).aggregator;
+  proto::encode(h, out.add(config_.uplink, h.packet_bytes()));
+  f.queried = true;
+  f.fallback_at = now + lead_wait();
+  ++stats_.result_queries;
+  note_timer(f.fallback_at);
+}
+
 // The PS lacks this worker's contribution after a resend flushed the switches (or lacks its
 // whole rack's, and this worker leads the seq there): resend it now, as it was sent.
 void Worker::resend_on_request(Time now, const proto::Header& h, Fragment& f, Outbox& out) {
@@ -580,7 +601,10 @@ void Worker::on_timer(Time now, Outbox& out) {
       return;
     }
     if ((f.deferred || f.recheck) && f.fallback_at <= now) {
-      resend(now, f, stats_.fallback_resends, out);
+      if (f.deferred && !f.queried)
+        send_query(now, f, out);
+      else
+        resend(now, f, stats_.fallback_resends, out);
       continue;
     }
     if (f.rto_deadline > now) continue;

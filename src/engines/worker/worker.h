@@ -97,7 +97,8 @@ enum class AllreduceStatus { pending, done, failed };
   X(fast_resends, "resends after a sequence gap")                                           \
   X(probes, "resends of the newest fragment after two round trips without a result")        \
   X(deferred_gaps, "gaps left to the seq's recovery lead for a while")                        \
-  X(fallback_resends, "resends of a deferred gap whose result did not come in time")          \
+  X(result_queries, "deferred gaps asked of the PS with the header alone")                  \
+  X(fallback_resends, "resends of a gap whose query or recovery brought no result in time")  \
   X(requested_resends, "resends the PS asked for by name")                                    \
   X(float_fragments, "fragments sent as float32 (overflow or on request)")                  \
   X(results, "results taken")                                                               \
@@ -206,6 +207,7 @@ class Worker {
     bool holding = false;  // counted in holding_: may hold an aggregator
     bool deferred = false;  // a gap left to the seq's recovery lead until fallback_at
     bool recheck = false;   // resent by the lead or on request: resent again at fallback_at
+    bool queried = false;   // deferred, and its result asked of the PS: resent at fallback_at
     std::uint32_t seq = 0;
     Tensor* tensor = nullptr;
     std::size_t offset = 0;
@@ -278,6 +280,7 @@ class Worker {
   }
   void defer_to_lead(Time now, Fragment& g);
   void arm_recheck(Time now, Fragment& f);
+  void send_query(Time now, Fragment& f, Outbox& out);
   Duration lead_wait() const {
     return rtt_.has_sample() ? kLeadWaitRoundTrips * rtt_.srtt() : rtt_.rto();
   }
