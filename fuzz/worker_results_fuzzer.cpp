@@ -114,6 +114,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         join = d.bytes;
         continue;
       }
+      if (h.kind == proto::Kind::query) {  // only for a fragment of this run it sent
+        const auto it = sent.find(h.seq);
+        proto::Header f;
+        if (it == sent.end() || proto::decode(it->second, f) != proto::DecodeError::ok ||
+            f.tensor != h.tensor || h.value_count != 0)
+          std::abort();
+        continue;
+      }
       // No fragment before the run is known, and then only of that run.
       if (!worker.run() || proto::run_of(h.tensor) != *worker.run()) std::abort();
       sent[h.seq] = d.bytes;

@@ -381,6 +381,15 @@ TEST_F(RackSwitch, AResultQueryPassesWithoutTouchingItsSeqsAggregator) {
   EXPECT_EQ(agg().count, before.count);
   EXPECT_EQ(counters().flushes, 0u);
   EXPECT_EQ(counters().forwarded_up, 1u);
+
+  // One naming this level (workers send 0) is no fragment either: it joins nothing and takes
+  // no flag (a collision flag on one made it undecodable; found by switch_pipeline_fuzzer).
+  query.level = proto::Level::rack;
+  auto named = make_packet(query);
+  ASSERT_EQ(run(named).action, Action::port);
+  EXPECT_EQ(header_of(named).flags, 0);
+  EXPECT_EQ(agg().bitmap, before.bitmap);
+  EXPECT_EQ(counters().aggregated, 1u);
 }
 
 TEST_F(RackSwitch, ResultOfAnotherSeqLeavesTheAggregator) {

@@ -103,6 +103,8 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_JOINED, 0, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_MALFORMED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_JOIN, _, _, _, _, _, _, _, _, _, _, _, _, _) : take(CLASS_JOIN);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_JOINED, _, _, _, _, _, _, _, _, _, _, _, _, _) : take(CLASS_ANSWER);
+            // a result query is the PS's alone, whatever level it names
+            (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_QUERY, _, _, _, _, _, _, _, _, _, _, _, _, _) : take(CLASS_PASS);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 1, _, _, _, _, _, _, _, _, _, _, _) : take(CLASS_RESULT);
             // not ours to aggregate: another level's packet, floats, or no aggregation at all
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _) : take(CLASS_PASS);

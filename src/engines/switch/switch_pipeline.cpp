@@ -208,6 +208,8 @@ SwitchPipeline::PacketClass SwitchPipeline::classify(Metadata& m) const {
   const proto::Header& h = m.h;
   if (h.kind == proto::Kind::join) return PacketClass::join;
   if (h.kind == proto::Kind::joined) return PacketClass::answer;
+  // A result query is the PS's alone, whatever level it names: no aggregator, no flag.
+  if (h.kind == proto::Kind::query) return PacketClass::pass;
   m.has_index = aggregator_index(m);
   if (h.is_downward()) {
     // A resend request passes while some contributions are on their way up again: the
