@@ -38,7 +38,7 @@ bench: build
 # of CI's 30. `make test` runs them.
 SANITIZE_SKIPS = daemons_integration|p4_conformance|JobBook.WhenEveryIdAndMulticastGroupIsHeldTheNextJobIsRefused|Admission.AdmissionsAndRemovalsWithoutEndKeepTheSwitchServing
 sanitize: setup
-	@cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_SANITIZE=ON -DATP_PYTHON=OFF >/dev/null
+	@cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATP_SANITIZE=ON -DATP_PYTHON=OFF -DATP_BENCH=OFF >/dev/null
 	@cmake --build build-sanitize -j $(JOBS)
 	@cd build-sanitize && ATP_PROPERTY_SEEDS=40 ctest --output-on-failure -j $(JOBS) -E '$(SANITIZE_SKIPS)'
 
