@@ -118,9 +118,7 @@ void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, 
   if (e->complete) {
     // Someone resent after the result left: it was lost on the way down. Send it again.
     ++job->counters.late_results;
-    auto copy = out.add(job->config.downstream, e->result.size());
-    std::copy(e->result.begin(), e->result.end(), copy.begin());
-    return;
+    return send_kept_result(*job, *e, out);
   }
   e->ecn |= h.has(flag::kEcn);
   if (h.has(flag::kCollision)) {
@@ -274,9 +272,7 @@ void ParameterServer::answer_query(Job& job, const proto::Header& h, Outbox& out
   }
   if (e->complete) {
     ++job.counters.answered_queries;
-    auto copy = out.add(job.config.downstream, e->result.size());
-    std::copy(e->result.begin(), e->result.end(), copy.begin());
-    return;
+    return send_kept_result(job, *e, out);
   }
   if (e->float_mode) return send_float_request(job, *e, out);
   if (!e->held.contains(h.rack, std::countr_zero(h.workers_bitmap))) {
@@ -296,8 +292,8 @@ ParameterServer::Entry* ParameterServer::kept_entry(Job& job, const proto::Heade
   return nullptr;
 }
 
-// Whether the packet's seq is older than what its ring slot keeps (entry_for's test): its
-// state, and its result, are gone.
+// Whether the packet's seq is older than what its ring slot keeps for its run: its state, and
+// its result, are gone (entry_for creates no entry for it, answer_query finds none).
 bool ParameterServer::behind_kept_state(const Job& job, const proto::Header& h) const {
   const std::size_t first = std::size_t{h.seq & (job.ring - 1)} * 2;
   for (std::size_t i = first; i < first + 2; ++i) {
@@ -340,8 +336,7 @@ ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header
   }
   for (Entry* e : pair)
     if (e->used && e->seq == h.seq) return e->tensor == h.tensor ? e : nullptr;
-  for (Entry* e : pair)
-    if (e->used && seq_distance(h.seq, e->seq) < 0) return nullptr;  // older than kept state
+  if (behind_kept_state(job, h)) return nullptr;  // (only this run's entries are left)
 
   Entry* victim = nullptr;
   for (Entry* e : pair) {
@@ -447,17 +442,29 @@ void ParameterServer::finish_floats(Job& job, Entry& e, Outbox& out) {
 }
 
 proto::Header ParameterServer::downward_header(const Job& job, const Entry& e) const {
+  return downward_header(job, e.tensor, e.seq, e.aggregator);
+}
+
+proto::Header ParameterServer::downward_header(const Job& job, std::uint32_t tensor,
+                                               std::uint32_t seq, std::uint32_t aggregator) const {
   proto::Header h;
   h.next_level = proto::Level::parameter_server;
   h.ps_index = job.config.ps_index;
   h.job = job.config.job;
   h.token = job.config.token;
-  h.tensor = e.tensor;
-  h.seq = e.seq;
-  h.aggregator = e.aggregator;
+  h.tensor = tensor;
+  h.seq = seq;
+  h.aggregator = aggregator;
   h.job_fan_in = static_cast<std::uint8_t>(job.config.workers_per_rack.size());
   h.rack_fan_in = job.config.workers_per_rack[0];
   return h;
+}
+
+// The stored result bytes again, for a late resend or a query: the result was lost on its way
+// down to someone.
+void ParameterServer::send_kept_result(const Job& job, const Entry& e, Outbox& out) {
+  auto copy = out.add(job.config.downstream, e.result.size());
+  std::copy(e.result.begin(), e.result.end(), copy.begin());
 }
 
 // The result is kept (a late resend gets it again): its values are written there once, and
@@ -518,15 +525,7 @@ void ParameterServer::request_missing(Job& job, Entry& e, Outbox& out) {
 void ParameterServer::send_resend_request(Job& job, std::uint32_t tensor, std::uint32_t seq,
                                          std::uint32_t aggregator, std::uint8_t rack,
                                          std::uint32_t names, Outbox& out) {
-  proto::Header h;
-  h.next_level = proto::Level::parameter_server;
-  h.ps_index = job.config.ps_index;
-  h.job = job.config.job;
-  h.token = job.config.token;
-  h.tensor = tensor;
-  h.seq = seq;
-  h.aggregator = aggregator;
-  h.job_fan_in = static_cast<std::uint8_t>(job.config.workers_per_rack.size());
+  proto::Header h = downward_header(job, tensor, seq, aggregator);
   h.set(flag::kFloatRequest);
   h.rack = rack;
   h.rack_fan_in = job.config.workers_per_rack[rack];
