@@ -89,6 +89,25 @@ TEST(P4Entries, RefusesWhatAP4SwitchCannotBe) {
   EXPECT_THAT(refusal(one_rack(kWiring, "10.0.0.11:9201")), HasSubstr("two nodes behind port 3"));
 }
 
+// Packets with more values than a pass holds go round through the recirculation port (509 on
+// BMv2, port 68 of each pipe on Tofino): a member behind it would get them, and the packets
+// sent to it would go round instead of out.
+TEST(P4Entries, NoMemberMayBeBehindTheRecirculationPort) {
+  auto wired_at = [](const std::string& port) {
+    std::string text = one_rack(kWiring);
+    text.replace(text.find("port = 4,"), 9, "port = " + port + ",");
+    return ClusterConfig::parse(text);
+  };
+  EXPECT_NO_THROW(p4_switch(wired_at("196"), "rack0"));  // 68 of pipe 1: BMv2 has none
+  EXPECT_THAT([&] { p4_switch(wired_at("509"), "rack0"); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("port 509 is where")));
+  P4Limits tofino = P4Limits::tofino();
+  tofino.values = 32;  // this file's K: only the ports are in question here
+  EXPECT_NO_THROW(p4_switch(wired_at("509"), "rack0", tofino));
+  EXPECT_THAT([&] { p4_switch(wired_at("196"), "rack0", tofino); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("port 196 is where")));
+}
+
 TEST(P4Entries, TheWiringIsCheckedWhenTheFileIsRead) {
   auto refusal = [](const std::string& wiring) {
     try {

@@ -802,6 +802,84 @@ TEST_F(SwitchTest, ValuesSpreadOverPassesAndLongerPacketsPassUp) {
   EXPECT_FALSE(agg(6).valid());
 }
 
+// A P4 switch adds 10 values in the pass that decides and 21 in each pass after it
+// (recirculation, p4/common/constants.p4): the verdict says how many passes a packet takes
+// there, and the traces hold the BMv2 program to it, packet by packet.
+// A rack switch of K = 64 whose job 1 sums three workers.
+class SwitchPasses : public SwitchTest {
+ protected:
+  SwitchPasses() {
+    make({proto::Level::rack, 16, 64, Policy::atp});
+    SwitchJob job{1, kWorkers, {kUp}, 4};
+    job.fan_in = 3;
+    add(job);
+  }
+};
+
+TEST_F(SwitchPasses, APacketWithMoreValuesThanAPassHoldsGoesRoundOnAP4Switch) {
+  const std::vector<std::pair<std::size_t, std::uint8_t>> counts_and_passes = {
+      {1, 1}, {10, 1}, {11, 2}, {31, 2}, {32, 3}, {52, 3}, {64, 4}};
+  std::uint32_t seq = 0;
+  for (const auto& [count, passes] : counts_and_passes) {
+    PacketSpec s;
+    s.rack_fan_in = 3;
+    s.seq = s.aggregator = seq++;
+    s.values.assign(count, 1);
+    auto p = make_packet(s);
+    const Verdict v = run(p);
+    EXPECT_EQ(v.action, Action::drop) << count;  // absorbed: its values wait for two more
+    EXPECT_EQ(v.passes, passes) << count;
+  }
+  // A packet the value stages do not touch takes one pass, whatever it carries.
+  PacketSpec other;
+  other.rack_fan_in = 3;
+  other.job = 2;
+  other.values.assign(64, 1);
+  auto unknown = make_packet(other);
+  EXPECT_EQ(run(unknown).passes, 1);
+}
+
+// A sum that wraps in a value a later pass adds (here the second and the fourth) is flagged as
+// one in the first is: kept in the aggregator for a fragment still absorbed, in the header of
+// the sum that leaves.
+TEST_F(SwitchPasses, ASumThatWrapsInALaterPassIsFlaggedToo) {
+  PacketSpec s;
+  s.rack_fan_in = 3;
+  s.values.assign(64, 1);
+  s.values[60] = 2147483647;  // value 60: the fourth pass
+  auto a = make_packet(s);
+  run(a);
+  s.workers = 0b10;
+  s.values[60] = 1;           // wraps here, while the sum still waits for worker 2
+  auto b = make_packet(s);
+  EXPECT_EQ(run(b).action, Action::drop);
+  s.workers = 0b100;
+  s.values[60] = 0;
+  auto c = make_packet(s);
+  const Verdict v = run(c);
+  ASSERT_EQ(v.action, Action::port);
+  EXPECT_EQ(v.passes, 4);
+  EXPECT_TRUE(header_of(c).has(flag::kWrapped));
+  EXPECT_EQ(values_of(c)[59], 3);
+
+  PacketSpec t = s;  // in a value of the second pass, added by the fragment that completes
+  t.seq = t.aggregator = 9;
+  t.workers = 0b1;
+  t.values.assign(64, 0);
+  t.values[20] = 2147483647;
+  auto d = make_packet(t);
+  run(d);
+  t.workers = 0b10;
+  t.values[20] = 0;
+  auto e = make_packet(t);
+  run(e);
+  t.workers = 0b100;
+  t.values[20] = 1;
+  auto f = make_packet(t);
+  ASSERT_EQ(run(f).action, Action::port);
+  EXPECT_TRUE(header_of(f).has(flag::kWrapped));
+}
+
 TEST(SwitchTrace, ReplayFindsTheFirstDifferingField) {
   conformance::RecordingSwitch sw({proto::Level::rack, 16, 8, Policy::atp});
   sw.add_job({1, kWorkers, {kUp}, 4, 0, 0, /*fan_in=*/2, 0, multicast_group_of_job(1)});

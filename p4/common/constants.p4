@@ -74,6 +74,15 @@ const bit<8> STEP_JOIN_UP          = 10;
 const bit<8> STEP_ANSWER_DOWN      = 11;
 const bit<8> STEP_NOT_ATP          = 12;  // plain IPv4 forwarding
 const bit<32> STEPS = 13;
+// The passes that carry a packet's values through a switch (docs/p4.md, "Passes"). On Tofino
+// the first pass decides and adds 10 values in the stateful ALUs left after the decision; a
+// packet with more goes round again (recirculation) for 21 more per pass: those 10 lanes, and 11
+// in the ALUs the decision leaves free in stages 4-7 (p4/tna/lanes.p4). The v1model program
+// goes round at the same values, so that the traces replay every pass's rules, and the C++
+// pipeline counts the passes (engines::passes_for).
+#define ATP_FIRST_PASS_VALUES 10
+#define ATP_LATER_PASS_VALUES 21
+
 // Register heard: one slot per member below a switch (the members table's size), set by every
 // accepted packet of the job from it; a control plane learning members reads it.
 #define ATP_MEMBER_SLOTS 16384

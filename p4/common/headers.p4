@@ -120,6 +120,15 @@ struct atp_meta_t {
     bit<1>  fan_in_mismatch;
     bit<1>  has_index;
     bit<32> index;
+    bit<32> lane_index;      // TNA: a late lane's register, index + ATP_POOL x pass
+    bit<1>  later_pass;      // TNA: a pass after the first (is_atp is 0 there: no checks)
+    bit<1>  leave;           // TNA: this is the packet's last pass
+    bit<16> beyond_first;    // TNA: values beyond the first pass's
+    bit<16> beyond_second;   // TNA: and beyond the second's
+    bit<16> pass_first;      // v1model: the values this pass's lanes take, [first, end)
+    bit<16> pass_end;
+    bit<8>  lane_update;     // v1model: what the lanes did (meta.update, which a flush resets)
+    bit<1>  go_round;        // v1model: another pass (recirculation) after this one
     bit<32> contributor;     // the fragment's bit at this level (or a resend's named bit)
     bit<32> static_slot;     // seq & static_mask
     bit<32> masked_index;    // aggregator & pool_mask
@@ -169,16 +178,34 @@ struct atp_meta_t {
     bit<1>  rewritten;       // the payload or header changed: UDP checksum cleared
 }
 
-#ifndef ATP_LANES
-#error "define ATP_LANES (the values one pass parses) before including headers.p4"
+#if !defined(ATP_LANES) || !defined(ATP_VALUE_HEADERS)
+#error "define ATP_LANES (values per packet) and ATP_VALUE_HEADERS before including headers.p4"
 #endif
 
+// What a packet's first pass decided, carried in front of it through the recirculation port to
+// the passes after it (TNA, p4/tna/lanes.p4); never on a link.
+header atp_pass_h {
+    bit<8>  pass;       // the pass this is: 1, 2
+    bit<8>  last_pass;  // TNA: the packet's last
+    bit<8>  phase;      // meta.phase
+    bit<8>  seen;       // meta.seen (TNA)
+    bit<8>  update;     // meta.lane_update (v1model)
+    bit<8>  next_step;  // meta.next_step, taken when the last pass leaves
+    bit<32> index;      // meta.index
+    bit<32> late_index;   // TNA: this pass's row of the late lanes, index + ATP_POOL x pass
+    bit<32> early_index;  // TNA: the early lanes', index + ATP_POOL x (pass - 1)
+    bit<16> up_port;
+    bit<16> answer_port;
+    bit<16> group;
+}
+
 struct headers_t {
+    atp_pass_h pass;
     ethernet_h ethernet;
     ipv4_h     ipv4;
     udp_h      udp;
     atp_h      atp;
-    atp_value_h[ATP_LANES] values;
+    ATP_VALUE_HEADERS
 }
 
 #endif

@@ -35,7 +35,7 @@
         transition after_atp;                                               \
     }
 
-parser AtpHeadersParser(packet_in pkt, out headers_t hdr, inout atp_meta_t meta) {
+parser AtpHeadersParser(packet_in pkt, inout headers_t hdr, inout atp_meta_t meta) {
     state start {
         meta.is_atp = 0;
         transition parse_ethernet;

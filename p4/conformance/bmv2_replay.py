@@ -7,14 +7,16 @@ per port the trace names, installs the profile and each job's entries exactly as
 `atp p4 config --trace` derives them, and then, packet by packet: sets the claim clock and the
 egress ECN mode the record asks for, sends the packet on its ingress port wrapped in
 Ethernet/IPv4/UDP, waits for a barrier packet, and compares what left on every port with the
-record (verdict, then the ATP header field by field, then the values). The first difference
-fails the trace and is printed.
+record (verdict, the passes the packet took through the pipe against the C++ pipeline's count,
+then the ATP header field by field, then the values). The first difference fails the trace and
+is printed.
 
 Usage (root): PYTHONPATH=build/python bmv2_replay.py --program atp.json --atp build/bin/atp TRACE...
 """
 import argparse
 import json
 import os
+import re
 import select
 import socket
 import struct
@@ -148,8 +150,11 @@ class Switch:
                     if address[2] != socket.PACKET_OUTGOING:
                         got.append((port, data))
 
-    def send_and_collect(self, port, payload):
-        """Sends one ATP packet, then a barrier behind it; returns what the packet caused."""
+    def send_and_collect(self, port, payload, expected):
+        """Sends one ATP packet, then a barrier behind it; returns what the packet caused.
+
+        A packet that goes round for more passes (recirculation, constants.p4) leaves after the
+        barrier: up to `expected` packets are waited for a while longer."""
         self.sockets[port].send(frame(payload))
         self.sockets[port].send(frame(b"barrier", dst_ip=BARRIER_IP, dst_port=1))
         got = []
@@ -159,6 +164,9 @@ class Switch:
             if any(p == BARRIER_PORT for p, _ in batch):
                 got += [b for b in batch if b[0] != BARRIER_PORT]
                 got += self.drain(0.02)  # copies still in other egress queues
+                late = time.monotonic() + 2
+                while len(got) < expected and time.monotonic() < late:
+                    got += self.drain(0.02)
                 return [(p, atp_payload(d)) for p, d in got if atp_payload(d) is not None]
             got += batch
         raise RuntimeError("the barrier packet never came out: is simple_switch running?")
@@ -184,6 +192,7 @@ class Replay:
         self.entries = entries
         self.installed = {}  # job -> (table handles, group, node)
         self.groups = {}     # group -> ports
+        self.recirculations = 0  # the switch's counter after the last packet
 
     def add_job(self, index, job):
         if job["job"] in self.installed:
@@ -221,7 +230,6 @@ class Replay:
         cli = self.switch.cli
         cli.run(f"register_write AtpIngress.claim_epoch 0 {self.entries['claim_epochs'][number]}")
         cli.run(f"register_write AtpEgress.ecn_mark_all 0 {1 if record['congested'] else 0}")
-        got = self.switch.send_and_collect(record["ingress_port"], bytes.fromhex(record["in"]))
         verdict = record["verdict"]
         expected_out = bytes.fromhex(record["out"])
         if verdict["action"] == "drop":
@@ -230,6 +238,10 @@ class Replay:
             expected = [(verdict["port"], expected_out)]
         else:
             expected = [(p, expected_out) for p in self.groups.get(verdict["group"], [])]
+        got = self.switch.send_and_collect(record["ingress_port"], bytes.fromhex(record["in"]),
+                                           len(expected))
+        if (d := self.check_passes(verdict.get("passes", 1))):
+            return d
         got_ports = sorted(p for p, _ in got)
         if got_ports != sorted(p for p, _ in expected):
             return (f"verdict: expected {describe(verdict)} (ports {sorted(p for p, _ in expected)}),"
@@ -237,6 +249,23 @@ class Replay:
         for (port, want), (_, have) in zip(sorted(expected), sorted(got)):
             if (d := compare(want, have)):
                 return f"port {port}: {d}"
+        return ""
+
+
+    def check_passes(self, passes):
+        """The passes the packet took through simple_switch (its recirculation counter) against
+        the C++ pipeline's. A dropped packet may still be going round: its count is waited for."""
+        deadline = time.monotonic() + 2
+        while True:
+            out = self.switch.cli.run("counter_read AtpIngress.recirculations 0")
+            total = int(re.search(r"(\d+) packets", out).group(1))
+            taken = total - self.recirculations + 1
+            if taken >= passes or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        self.recirculations = total
+        if taken != passes:
+            return f"passes: expected {passes}, got {taken}"
         return ""
 
 

@@ -53,7 +53,7 @@ ATP_TRACE_DIR="$out/traces/unit" "$build/bin/switch_pipeline_test" >/dev/null
   --values-per-packet 32 --tensor-bytes 2048 --iterations 2 --duplicate 0.05 \
   --trace-dir "$out/traces/sim-one-rack" >/dev/null
 "$build/bin/atp" sim --racks 2 --workers-per-rack 2 --jobs 2 --aggregators 16 --window 8 \
-  --values-per-packet 16 --tensor-bytes 1024 --iterations 2 --loss 0.05 \
+  --values-per-packet 64 --tensor-bytes 4096 --iterations 2 --loss 0.05 \
   --trace-dir "$out/traces/sim-two-racks" >/dev/null
 for d in "$out"/traces/sim-*; do
   for f in "$d"/*.jsonl; do mv "$f" "$d-$(basename "$f")"; done

@@ -112,8 +112,6 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
         void apply(inout bit<8> v, out bit<8> after) { after = v | meta.packet_ecn; }
     };
 
-    ValueLanes() lanes;
-
     // Each stage is a table whose key is what the stages before it found, and whose actions
     // run one RegisterAction each. The owner_seq predicate: CLAIMABLE (free or expired) or
     // CLAIMABLE_SAME_SEQ claim; SAME_SEQ joins (if owner_id agrees); for a flush or result,
@@ -278,7 +276,6 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
         missing_stage.apply();
         sticky_stage.apply();
         contribution.apply();
-        lanes.apply(hdr, meta);
     }
 }
 

@@ -1,5 +1,6 @@
-// ATP's switch pipeline for Tofino 1 (TNA): src/engines/switch/ stage for stage, with the
-// value lanes of one pass. docs/p4.md gives the design, the resource budget and how it fits.
+// ATP's switch pipeline for Tofino 1 (TNA): src/engines/switch/ stage for stage, with 64 values
+// per packet in up to three passes (lanes.p4). docs/p4.md gives the design, the resource budget
+// and how it fits.
 // Shared with the v1model program: p4/common/ (headers, parser, validation, job table,
 // classification, next step). Here: the TNA glue, the register stages as RegisterActions
 // (aggregator.p4, values.p4), routing and multicast, and egress ECN from queue depth.
@@ -7,9 +8,13 @@
 #include <tna.p4>
 
 #ifndef ATP_POOL
-#define ATP_POOL 32768  // aggregators (a power of two: the index is masked)
+#define ATP_POOL 8192  // aggregators (a power of two: the index is masked)
 #endif
-#include "lanes.p4"  // ATP_LANES, the values per pass
+#include "lanes.p4"  // ATP_LANES, the values per packet, and the passes that carry them
+
+// Each pipe's recirculation port on Tofino 1 is port 68 of the pipe (68, 196, 324, 452): a
+// packet goes round through its own pipe, whose registers hold its aggregator.
+#define ATP_RECIRCULATION_PORT_IN_PIPE 68
 
 #include "../common/parser.p4"
 #include "../common/validate.p4"
@@ -19,33 +24,42 @@
 #include "../common/next_hop.p4"
 #include "aggregator.p4"
 
-// Lane i's state: take value i, stop after value_count of them.
-#define ATP_VALUE_STATE(i, next)                                \
-    state parse_value_##i {                                     \
-        pkt.extract(hdr.values[i]);                             \
-        transition select(hdr.atp.value_count) {                \
-            next : accept;                                      \
-            default : parse_value_##next;                       \
-        }                                                       \
-    }
-
 parser AtpIngressParser(packet_in pkt, out headers_t hdr, out atp_meta_t meta,
                         out ingress_intrinsic_metadata_t ig_md) {
     state start {
         pkt.extract(ig_md);
         pkt.advance(PORT_METADATA_SIZE);
         meta.is_atp = 0;
-        transition parse_ethernet;
+        meta.later_pass = 0;
+        meta.leave = 0;
+        transition select(ig_md.ingress_port) {
+            ATP_RECIRCULATION_PORT_IN_PIPE &&& 0x7F : parse_pass;
+            default : parse_ethernet;
+        }
+    }
+    // A later pass: the first pass checked the headers, so they are taken as they are (and
+    // is_atp stays 0: no check runs).
+    state parse_pass {
+        pkt.extract(hdr.pass);
+        pkt.extract(hdr.ethernet);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.atp);
+        meta.later_pass = 1;
+        transition select(hdr.pass.pass) {
+            1 : pass1_done_first_0;
+            2 : pass2_done_first_0;
+            default : accept;
+        }
     }
     ATP_HEADER_STATES(start_values)
     state start_values {
         transition select(hdr.atp.value_count) {
-            1 .. ATP_LANES : parse_value_0;
-            default : accept;  // no values, or more than a pass holds: classify passes them
+            0 : accept;
+            default : pass0_late_0;
         }
     }
-    ATP_FOR_EACH_LANE_STATE(ATP_VALUE_STATE)
-    state ATP_LAST_VALUE_STATE { transition accept; }
+    ATP_VALUE_STATES
 }
 
 control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
@@ -58,6 +72,8 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
     Classify() classify;
     AggregatorStages() aggregator;
     NextStep() next_step;
+    LateLanes() late_lanes;
+    EarlyLanes() early_lanes;
 
     // The claim clock (engines::ClaimClock): the control plane writes the epoch, counted from
     // 2, every stale_after / 2. Never written (0) reads as 2: nothing is ever taken over.
@@ -104,13 +120,117 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
         size = 1024;
     }
 
-    // The next step's glue: which port or group the packet leaves by.
-    action to_port(PortId_t port) { tm_md.ucast_egress_port = port; }
+    // The next step's glue: which port or group the packet leaves by, after its last pass.
+    action to_up_port() { tm_md.ucast_egress_port = (PortId_t)meta.up_port; }
+    action to_answer_port() { tm_md.ucast_egress_port = (PortId_t)meta.answer_port; }
     action to_group() { tm_md.mcast_grp_a = meta.group; }
+    action drop_it() { dprsr_md.drop_ctl = 1; }
+    table leave_by {
+        key = { meta.next_step : exact; }
+        actions = { to_up_port; to_answer_port; to_group; drop_it; }
+        const default_action = drop_it();
+        const entries = {
+            STEP_PASS_UP : to_up_port();
+            STEP_COLLIDE_UP : to_up_port();
+            STEP_FLUSH_UP : to_up_port();
+            STEP_JOIN_UP : to_up_port();
+            STEP_EMIT_SUM : to_up_port();
+            STEP_MULTICAST_DOWN : to_group();
+            STEP_ANSWER_DOWN : to_answer_port();
+        }
+        size = 16;
+    }
+
+    // A later pass takes what the first decided from the pass header. The table stands in stage
+    // 4, beside the early lanes: stages 0-2 have no logical table to spare (docs/p4.md).
+    action take_first_pass_decision() {
+        meta.phase = hdr.pass.phase;
+        meta.seen = hdr.pass.seen[0:0];
+        meta.lane_index = hdr.pass.late_index;
+        meta.next_step = hdr.pass.next_step;
+        meta.up_port = (bit<9>)hdr.pass.up_port;
+        meta.answer_port = (bit<9>)hdr.pass.answer_port;
+        meta.group = hdr.pass.group;
+    }
+    @stage(4) table first_pass_decision {
+        actions = { take_first_pass_decision; }
+        const default_action = take_first_pass_decision();
+        size = 1;
+    }
+    // Another pass: the decision goes in front of the packet, which goes round its own pipe.
+    // The lanes' rows for the next pass come with it, so that no stage computes them there.
+    action go_round() {
+        tm_md.ucast_egress_port = ig_md.ingress_port[8:7] ++ (bit<7>)ATP_RECIRCULATION_PORT_IN_PIPE;
+    }
+    action first_go_round(bit<8> last_pass) {
+        hdr.pass.setValid();
+        hdr.pass.pass = 1;
+        hdr.pass.last_pass = last_pass;
+        hdr.pass.phase = meta.phase;
+        hdr.pass.seen = 7w0 ++ meta.seen;
+        hdr.pass.index = meta.index;
+        hdr.pass.late_index = meta.index + ATP_POOL;
+        hdr.pass.early_index = meta.index;
+        hdr.pass.next_step = meta.next_step;
+        hdr.pass.up_port = (bit<16>)meta.up_port;
+        hdr.pass.answer_port = (bit<16>)meta.answer_port;
+        hdr.pass.group = meta.group;
+        go_round();
+    }
+    action next_go_round() {
+        hdr.pass.pass = hdr.pass.pass + 1;
+        hdr.pass.late_index = hdr.pass.late_index + ATP_POOL;
+        hdr.pass.early_index = hdr.pass.early_index + ATP_POOL;
+        go_round();
+    }
+    action last_pass() {
+        hdr.pass.setInvalid();
+        meta.leave = 1;
+    }
+    // The values beyond each pass, in a stage of their own: one with no input would otherwise
+    // take a logical table in stages 0-2, which have none to spare.
+    action plan_passes() {
+        meta.beyond_first = hdr.atp.value_count |-| ATP_FIRST_PASS_END;
+        meta.beyond_second = hdr.atp.value_count |-| ATP_SECOND_PASS_END;
+    }
+    @stage(8) table pass_plan {
+        actions = { plan_passes; }
+        const default_action = plan_passes();
+        size = 1;
+    }
+    // Leave, or go round again: a packet whose phase touches the lanes takes as many passes as
+    // its values need.
+    table pass_step {
+        key = {
+            meta.later_pass : exact;
+            hdr.pass.pass : ternary;
+            hdr.pass.last_pass : ternary;
+            meta.phase : ternary;
+            meta.beyond_first : ternary;
+            meta.beyond_second : ternary;
+        }
+        actions = { first_go_round; next_go_round; last_pass; }
+        const default_action = last_pass();
+        const entries = {
+            (0, _, _, PHASE_NONE, _, _) : last_pass();
+            (0, _, _, _, 0, _) : last_pass();
+            (0, _, _, _, _, 0) : first_go_round(1);
+            (0, _, _, _, _, _) : first_go_round(2);
+            (1, 1, 2, _, _, _) : next_go_round();
+        }
+        size = 8;
+    }
 
     apply {
         if (meta.is_atp == 0) {
-            if (hdr.ipv4.isValid()) { ipv4_routes.apply(); } else { drop(); }
+            if (meta.later_pass == 1) {
+                first_pass_decision.apply();
+                early_lanes.apply(hdr, meta);
+            } else if (hdr.ipv4.isValid()) {
+                ipv4_routes.apply();
+            } else {
+                drop();
+            }
         } else {
             profile.apply();
             // Validation and the job table side by side: the classify table refuses a malformed
@@ -127,22 +247,22 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
             meta.expired_at_or_before = read_epoch.execute(0);
             meta.packet_sticky = hdr.atp.flags & (FLAG_ECN | FLAG_WRAPPED);
             meta.packet_ecn = hdr.atp.flags & FLAG_ECN;
+            meta.lane_index = meta.index;
             aggregator.apply(hdr, meta);
+            pass_plan.apply();
+        }
+        // The late lanes come right after the stages that name the phase, in every pass; the
+        // first pass's decision comes after them in the program and beside them in the stages
+        // (a table after a branch is placed only once the branch's tables are).
+        late_lanes.apply(hdr, meta);
+        if (meta.is_atp == 1) {
             next_step.apply(hdr, meta);
             next_steps.count(meta.next_step);
-
-            bit<8> s = meta.next_step;
-            if (s == STEP_PASS_UP || s == STEP_COLLIDE_UP || s == STEP_FLUSH_UP ||
-                s == STEP_JOIN_UP || s == STEP_EMIT_SUM) {
-                to_port((PortId_t)meta.up_port);
-            } else if (s == STEP_MULTICAST_DOWN) {
-                to_group();
-            } else if (s == STEP_ANSWER_DOWN) {
-                to_port((PortId_t)meta.answer_port);
-            } else {
-                drop();
-            }
             hdr.udp.checksum = 0;  // the payload may have changed; 0 = none (IPv4)
+        }
+        if (meta.is_atp == 1 || meta.later_pass == 1) {
+            pass_step.apply();
+            if (meta.leave == 1) { leave_by.apply(); }
         }
     }
 }
@@ -171,7 +291,10 @@ parser AtpEgressParser(packet_in pkt, out headers_t hdr, out atp_egress_meta_t e
     state start {
         pkt.extract(eg_md);
         meta.is_atp = 0;
-        transition parse_ethernet;
+        transition select(eg_md.egress_port) {
+            ATP_RECIRCULATION_PORT_IN_PIPE &&& 0x7F : accept;  // going round: all payload
+            default : parse_ethernet;
+        }
     }
     ATP_HEADER_STATES(accept)
 }

@@ -15,6 +15,10 @@ if command -v bfas >/dev/null || [ -x "$(dirname "$(command -v p4c)")/bfas" ]; t
   stop=()
   what="compiling and assembling"
 fi
+if ! /usr/bin/python3 "$here/write_lanes.py" "$out/lanes.p4" || ! cmp -s "$out/lanes.p4" "$here/lanes.p4"; then
+  echo "p4-test: p4/tna/lanes.p4 is not what write_lanes.py writes: run python3 p4/tna/write_lanes.py"
+  exit 1
+fi
 echo "p4-test: $what p4/tna/atp.p4 for Tofino 1 (bf-p4c)"
 if ! p4c --target tofino --arch tna -g "${stop[@]}" -o "$out" "$here/atp.p4" >"$out/bf-p4c.log" 2>&1; then
   grep -i -B2 -A4 "error" "$out/bf-p4c.log" | head -40

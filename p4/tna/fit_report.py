@@ -27,7 +27,7 @@ def stages_needed(summary_path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lanes", type=int, required=True, help="values per pass (ATP_LANES)")
+    parser.add_argument("--lanes", type=int, required=True, help="values per packet (ATP_LANES)")
     parser.add_argument("--pool", type=int, required=True, help="aggregators (ATP_POOL)")
     parser.add_argument("logs", help="bf-p4c's pipe/logs directory")
     args = parser.parse_args()
@@ -45,7 +45,7 @@ def main():
               f"{' '.join(names)}")
     print(f"total  {salus} of {STATEFUL_ALUS * STAGES} stateful ALUs, {srams} of {SRAMS * STAGES} "
           f"SRAM blocks, {tcams} of {TCAMS * STAGES} TCAM blocks")
-    print(f"budget: {args.lanes} values per pass, {args.pool} aggregators; stages: ingress "
+    print(f"budget: {args.lanes} values per packet, {args.pool} aggregators; stages: ingress "
           f"{ingress}, egress {egress} of {STAGES}")
     if ingress > STAGES or egress > STAGES:
         print(f"p4-test: p4/tna/atp.p4 does not fit Tofino 1: {max(ingress, egress)} stages needed")

@@ -106,6 +106,20 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
     ValueLanes() lanes;
 
     apply {
+        if (hdr.pass.isValid()) {
+            // A later pass: the lanes of its values, and a sum that wrapped in one of them
+            // (what wrapped_after and the rewrite did for the first pass's lanes).
+            meta.overflow = 0;
+            lanes.apply(hdr, meta);
+            if (meta.overflow == 1) {
+                if (meta.update == UPDATE_ADD) { wrapped.write(meta.index, 1); }
+                if (meta.next_step == STEP_EMIT_SUM || meta.next_step == STEP_FLUSH_UP) {
+                    hdr.atp.flags = hdr.atp.flags | FLAG_WRAPPED;
+                }
+            }
+            return;
+        }
+        meta.lane_update = UPDATE_NONE;
         meta.owner = SEQ_OTHER;
         meta.claiming = 0;
         meta.size_ok = 1;

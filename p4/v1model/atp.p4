@@ -1,5 +1,5 @@
 // ATP's switch pipeline for BMv2 simple_switch (v1model): the same stages as the C++ pipeline
-// (src/engines/switch/switch_pipeline.h) and the TNA program, one pass of ATP_LANES values.
+// (src/engines/switch/switch_pipeline.h) and the TNA program, with its passes (constants.p4).
 // docs/p4.md maps every C++ stage to its control here. Build:
 //   p4c-bm2-ss --arch v1model -o atp.json p4/v1model/atp.p4
 #include <core.p4>
@@ -17,10 +17,28 @@
 #include "../common/next_hop.p4"
 #include "aggregator.p4"
 
+// simple_switch's instance_type of a recirculated packet (standard_metadata), and the port
+// every packet that goes round leaves ingress for: one egress queue keeps the passes of all
+// packets in the order their first passes ran (another pass's lanes read what earlier ones
+// wrote). No interface sits behind it: egress recirculates instead of sending.
+const bit<32> BMV2_INSTANCE_TYPE_RECIRC = 4;
+const bit<9> BMV2_RECIRCULATION_PORT = 509;
+
 parser AtpV1Parser(packet_in pkt, out headers_t hdr, inout atp_meta_t meta,
                    inout standard_metadata_t sm) {
     AtpHeadersParser() headers_parser;
     state start {
+        transition select(sm.instance_type) {
+            BMV2_INSTANCE_TYPE_RECIRC : parse_pass;
+            default : parse_headers;
+        }
+    }
+    // A later pass: the first pass's decision in front of the packet.
+    state parse_pass {
+        pkt.extract(hdr.pass);
+        transition parse_headers;
+    }
+    state parse_headers {
         headers_parser.apply(pkt, hdr, meta);
         transition select(meta.is_atp) {
             1 : values_start;
@@ -67,6 +85,9 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
     register<bit<8>>(ATP_MEMBER_SLOTS) heard;
     // Packets per next step: the counters' one place.
     counter(STEPS, CounterType.packets) next_steps;
+    // Passes after the first (recirculations): the harness checks each packet's against the
+    // C++ pipeline's verdict (engines::passes_for).
+    counter(1, CounterType.packets) recirculations;
 
     // The switch profile (SwitchConfig), one default action set by the control plane.
     action set_profile(bit<8> level, bit<32> pool_mask, bit<16> max_values, bit<8> policy) {
@@ -95,28 +116,67 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
         size = 1024;
     }
 
+    // The first pass's lanes take values [0, 14), each later pass the next 40.
+    action take_first_pass_decision() {
+        meta.update = hdr.pass.update;
+        meta.index = hdr.pass.index;
+        meta.next_step = hdr.pass.next_step;
+        meta.up_port = (bit<9>)hdr.pass.up_port;
+        meta.answer_port = (bit<9>)hdr.pass.answer_port;
+        meta.group = hdr.pass.group;
+        meta.pass_first = ATP_FIRST_PASS_VALUES +
+                          ((bit<16>)hdr.pass.pass - 1) * ATP_LATER_PASS_VALUES;
+        meta.pass_end = meta.pass_first + ATP_LATER_PASS_VALUES;
+    }
+    // Another pass: the decision goes in front of the packet, which egress sends round.
+    action go_round(bit<8> next_pass) {
+        hdr.pass.setValid();
+        hdr.pass.pass = next_pass;
+        hdr.pass.update = meta.lane_update;
+        hdr.pass.index = meta.index;
+        hdr.pass.next_step = meta.next_step;
+        hdr.pass.up_port = (bit<16>)meta.up_port;
+        hdr.pass.answer_port = (bit<16>)meta.answer_port;
+        hdr.pass.group = meta.group;
+        meta.go_round = 1;
+        sm.egress_spec = BMV2_RECIRCULATION_PORT;
+    }
+
     apply {
-        if (meta.is_atp == 0) {
+        meta.go_round = 0;
+        if (hdr.pass.isValid()) {
+            recirculations.count(0);
+            take_first_pass_decision();
+            aggregator.apply(hdr, meta);
+        } else if (meta.is_atp == 0) {
             if (hdr.ipv4.isValid()) { ipv4_routes.apply(); } else { drop(); }
             return;
+        } else {
+            profile.apply();
+            validate.apply(hdr, meta);
+            if (sm.parser_error != error.NoError) { meta.bad_parse = 1; }
+            job_table.apply(hdr, meta, sm.ingress_port);
+            classify.apply(hdr, meta);
+            // A member below is heard once the job's packet from it passed the checks.
+            if (meta.packet_class != CLASS_NONE && meta.downward == 0) {
+                heard.write((bit<32>)meta.member_slot, 1);
+            }
+            meta.owner_id = 1w0 ++ hdr.atp.job[14:0] ++ hdr.atp.tensor[31:16];
+            claim_epoch.read(meta.claim_epoch, 0);
+            if (meta.claim_epoch < 2) { meta.claim_epoch = 2; }
+            meta.expired_at_or_before = meta.claim_epoch - 2;
+            meta.pass_first = 0;
+            meta.pass_end = ATP_FIRST_PASS_VALUES;
+            aggregator.apply(hdr, meta);
+            next_step.apply(hdr, meta);
+            next_steps.count((bit<32>)meta.next_step);
         }
-        profile.apply();
-        validate.apply(hdr, meta);
-        if (sm.parser_error != error.NoError) { meta.bad_parse = 1; }
-        job_table.apply(hdr, meta, sm.ingress_port);
-        classify.apply(hdr, meta);
-        // A member below is heard once the job's packet from it passed the checks.
-        if (meta.packet_class != CLASS_NONE && meta.downward == 0) {
-            heard.write((bit<32>)meta.member_slot, 1);
+        if (meta.lane_update != UPDATE_NONE && hdr.atp.value_count > meta.pass_end) {
+            bit<8> pass = hdr.pass.isValid() ? hdr.pass.pass : 8w0;
+            go_round(pass + 1);
+            return;
         }
-        meta.owner_id = 1w0 ++ hdr.atp.job[14:0] ++ hdr.atp.tensor[31:16];
-        claim_epoch.read(meta.claim_epoch, 0);
-        if (meta.claim_epoch < 2) { meta.claim_epoch = 2; }
-        meta.expired_at_or_before = meta.claim_epoch - 2;
-        aggregator.apply(hdr, meta);
-        next_step.apply(hdr, meta);
-        next_steps.count((bit<32>)meta.next_step);
-
+        hdr.pass.setInvalid();
         bit<8> s = meta.next_step;
         if (s == STEP_PASS_UP || s == STEP_COLLIDE_UP || s == STEP_FLUSH_UP ||
             s == STEP_JOIN_UP || s == STEP_EMIT_SUM) {
@@ -140,6 +200,10 @@ control AtpEgress(inout headers_t hdr, inout atp_meta_t meta, inout standard_met
     register<bit<1>>(1) ecn_mark_all;
     NextHop() next_hop;
     apply {
+        if (meta.go_round == 1) {  // another pass, through ingress again: nothing leaves
+            recirculate_preserving_field_list(0);
+            return;
+        }
         if (hdr.atp.isValid() && hdr.atp.kind == KIND_FRAGMENT) {
             bit<32> threshold;
             bit<1> all;
@@ -166,6 +230,7 @@ control AtpComputeChecksum(inout headers_t hdr, inout atp_meta_t meta) {
 
 control AtpDeparser(packet_out pkt, in headers_t hdr) {
     apply {
+        pkt.emit(hdr.pass);
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);

@@ -4,6 +4,7 @@
 #define ATP_V1MODEL_LANES_P4
 
 #define ATP_LANES 256
+#define ATP_VALUE_HEADERS atp_value_h[ATP_LANES] values;
 
 #define ATP_FOR_EACH_LANE(X) \
     X(0) \

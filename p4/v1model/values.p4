@@ -1,5 +1,6 @@
-// The value registers: one array per lane (values[p] of AggregatorRegisters, one pass of
-// ATP_LANES lanes), each lane a read-modify-write returning its value after into the packet.
+// The value registers: one array per lane, each lane a read-modify-write returning its value
+// after into the packet. A pass runs the lanes of its values only, [meta.pass_first,
+// meta.pass_end): the passes of the TNA program (constants.p4), taken here one lane per value.
 #ifndef ATP_V1MODEL_VALUES_P4
 #define ATP_V1MODEL_VALUES_P4
 
@@ -12,7 +13,7 @@
 // the register into the packet; into_packet (a flush) adds the register into the packet only.
 // An int32 addition overflowed when both operands' signs differ from the sum's.
 #define ATP_LANE_APPLY(i)                                                       \
-    if (hdr.values[i].isValid()) {                                              \
+    if (hdr.values[i].isValid() && meta.pass_first <= i && i < meta.pass_end) {  \
         bit<32> r;                                                              \
         lane_##i.read(r, meta.index);                                           \
         bit<32> v = hdr.values[i].v;                                            \
@@ -36,6 +37,7 @@
 control ValueLanes(inout headers_t hdr, inout atp_meta_t meta) {
     ATP_FOR_EACH_LANE(ATP_LANE_REGISTER)
     apply {
+        meta.lane_update = meta.update;
         ATP_FOR_EACH_LANE(ATP_LANE_APPLY)
     }
 }

@@ -106,7 +106,8 @@ json packet_json(const PacketRecord& p) {
           {"verdict",
            {{"action", action_name(p.verdict.action)},
             {"port", p.verdict.port},
-            {"group", p.verdict.group}}},
+            {"group", p.verdict.group},
+            {"passes", p.verdict.passes}}},
           {"out", to_hex(p.out)}};
 }
 
@@ -117,7 +118,7 @@ PacketRecord packet_of(const json& j) {
   p.congested = j.at("congested");
   p.in = from_hex(j.at("in"));
   const json& v = j.at("verdict");
-  p.verdict = {action_of(v.at("action")), v.at("port"), v.at("group")};
+  p.verdict = {action_of(v.at("action")), v.at("port"), v.at("group"), v.value("passes", 1)};
   p.out = from_hex(j.at("out"));
   return p;
 }

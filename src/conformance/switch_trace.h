@@ -10,8 +10,10 @@
 //   {"add_job": {"job": 1, "downstream": [1, 2], "upstream": [100], "window": 4, ...}}
 //   {"remove_job": 1}
 //   {"packet": {"time_ns": 0, "ingress_port": 1, "congested": false, "in": "01000100...",
-//               "verdict": {"action": "port", "port": 100, "group": 0}, "out": "0100..."}}
-// Bytes are lower-case hex; "out" is the packet after the pipeline (empty when dropped).
+//               "verdict": {"action": "port", "port": 100, "group": 0, "passes": 1},
+//               "out": "0100..."}}
+// Bytes are lower-case hex; "out" is the packet after the pipeline (empty when dropped);
+// "passes" the trips through a P4 switch's pipe it takes (engines::passes_for; 1 if absent).
 #include <iosfwd>
 #include <optional>
 #include <string>

@@ -55,6 +55,11 @@ void check_ports(const engines::SwitchJob& job, const P4Limits& limits) {
       if (p >= limits.ports)
         throw std::invalid_argument(
             fmt::format("job {}: port {} is beyond the target's {} ports", job.job, p, limits.ports));
+      else if ((p & limits.recirculation_mask) == limits.recirculation_port)
+        throw std::invalid_argument(fmt::format(
+            "job {}: port {} is where the P4 program sends packets round for another pass, not "
+            "a port to a host or switch",
+            job.job, p));
 }
 
 // The ports below, each once, in slot order.

@@ -21,8 +21,12 @@ struct P4Limits {
   std::uint32_t pool = 4096;         // ATP_POOL
   std::uint32_t values = 256;        // ATP_LANES x passes
   std::uint32_t ports = 512;         // 9-bit port numbers
+  // The port packets go round through for another pass (docs/p4.md, "TNA"): no host or switch
+  // may sit behind it. Port p is one when (p & recirculation_mask) == recirculation_port.
+  std::uint32_t recirculation_port = 509, recirculation_mask = 0x1FF;
   static P4Limits bmv2() { return {}; }
-  static P4Limits tofino() { return {32768, 14, 512}; }  // one pass: no recirculation yet
+  // Three passes (p4/tna/lanes.p4); port 68 of each pipe is its recirculation port.
+  static P4Limits tofino() { return {8192, 52, 512, 68, 0x7F}; }
 };
 
 // A key field or action parameter. Names are the P4 program's (bfrt.json's key names).

@@ -35,10 +35,12 @@ Port port_of_node(NodeId node) {
 NodeId node_of_port(Port port) { return port; }
 
 std::string to_string(const Verdict& v) {
+  const std::string passes = v.passes == 1 ? "" : " after " + std::to_string(v.passes) + " passes";
   switch (v.action) {
-    case Verdict::Action::drop: return "drop";
-    case Verdict::Action::port: return "port " + std::to_string(v.port);
-    case Verdict::Action::multicast: return "multicast group " + std::to_string(v.group);
+    case Verdict::Action::drop: return "drop" + passes;
+    case Verdict::Action::port: return "port " + std::to_string(v.port) + passes;
+    case Verdict::Action::multicast:
+      return "multicast group " + std::to_string(v.group) + passes;
   }
   return "unknown";
 }
@@ -59,6 +61,7 @@ struct SwitchPipeline::Metadata {
   bool ecn_after = false;
   bool wrapped_after = false;
   std::uint32_t out_racks = 0, out_workers = 0;  // a flush's contributors
+  std::uint8_t passes = 1;      // through a P4 switch's pipe: more once the value stages run
 
   std::span<std::uint8_t> values() { return proto::payload(packet); }
   OwnerTag tag() const { return OwnerTag::of(h.job, proto::run_of(h.tensor), h.seq, h.token); }
@@ -161,7 +164,9 @@ Verdict SwitchPipeline::ingress(std::span<std::uint8_t> packet, Port ingress_por
   m.packet = packet;
   const NextStep step = decide(m, ingress_port, now);
   count(step, m);
-  return apply(step, m);
+  Verdict v = apply(step, m);
+  v.passes = m.passes;
+  return v;
 }
 
 NextStep SwitchPipeline::decide(Metadata& m, Port ingress_port, Time now) {
@@ -338,7 +343,9 @@ bool SwitchPipeline::owner_match_and_free(Metadata& m) {
 
 // The value stages, one register array per pass: pass p takes lanes [p K', (p + 1) K').
 // `into_packet` (a flush of an absent contribution) adds the registers into the packet only.
+// On a P4 switch the lanes run in passes of their own (passes_for), which the verdict says.
 bool SwitchPipeline::values_stages(Metadata& m, Update u, bool into_packet) {
+  m.passes = passes_for(m.h.value_count);
   bool overflow = false;
   const std::size_t pass_bytes = std::size_t{config_.values_per_pass} * proto::kValueBytes;
   for (std::uint32_t pass = 0; pass < config_.passes; ++pass) {

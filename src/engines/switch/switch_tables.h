@@ -38,6 +38,18 @@ bool parse_policy(const std::string& text, Policy& out);
 // Job ids a switch can hold: the owner tag keeps 15 bits of the job (engines.md §2.2).
 inline constexpr std::uint32_t kMaxSwitchJobId = 0x7FFF;
 
+// The passes a P4 switch takes a packet's values through (p4/common/constants.p4, docs/p4.md):
+// the first pass decides and adds kFirstPassValues of them; a packet with more goes round again
+// (recirculation) for kLaterPassValues more per pass. Every packet whose value stages run takes
+// passes_for(value_count) passes; any other takes one.
+inline constexpr std::uint32_t kFirstPassValues = 10;
+inline constexpr std::uint32_t kLaterPassValues = 21;
+constexpr std::uint8_t passes_for(std::uint32_t value_count) {
+  if (value_count <= kFirstPassValues) return 1;
+  return static_cast<std::uint8_t>(1 + (value_count - kFirstPassValues + kLaterPassValues - 1) /
+                                           kLaterPassValues);
+}
+
 struct SwitchConfig {
   proto::Level level = proto::Level::rack;
   std::uint32_t pool_size = 1024;
