@@ -183,9 +183,9 @@ struct atp_meta_t {
 #endif
 
 // What a packet's first pass decided, carried in front of it through the recirculation port to
-// the passes after it (TNA, p4/tna/lanes.p4); never on a link.
+// the passes after it (both programs; constants.p4, docs/p4.md "Passes"); never on a link.
 header atp_pass_h {
-    bit<8>  pass;       // the pass this is: 1, 2
+    bit<8>  pass;       // the pass this is: 1, 2, ...
     bit<8>  last_pass;  // TNA: the packet's last
     bit<8>  phase;      // meta.phase
     bit<8>  seen;       // meta.seen (TNA)

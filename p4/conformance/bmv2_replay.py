@@ -251,7 +251,6 @@ class Replay:
                 return f"port {port}: {d}"
         return ""
 
-
     def check_passes(self, passes):
         """The passes the packet took through simple_switch (its recirculation counter) against
         the C++ pipeline's. A dropped packet may still be going round: its count is waited for."""

@@ -1,4 +1,4 @@
-// ATP's switch pipeline for Tofino 1 (TNA): src/engines/switch/ stage for stage, with 64 values
+// ATP's switch pipeline for Tofino 1 (TNA): src/engines/switch/ stage for stage, with 52 values
 // per packet in up to three passes (lanes.p4). docs/p4.md gives the design, the resource budget
 // and how it fits.
 // Shared with the v1model program: p4/common/ (headers, parser, validation, job table,

@@ -116,7 +116,8 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
         size = 1024;
     }
 
-    // The first pass's lanes take values [0, 14), each later pass the next 40.
+    // The first pass's lanes take values [0, ATP_FIRST_PASS_VALUES), each later pass the next
+    // ATP_LATER_PASS_VALUES (constants.p4).
     action take_first_pass_decision() {
         meta.update = hdr.pass.update;
         meta.index = hdr.pass.index;

@@ -19,9 +19,9 @@ namespace atp::control {
 // What a program was compiled for (ATP_POOL in its atp.p4, ATP_LANES in its lanes.p4).
 struct P4Limits {
   std::uint32_t pool = 4096;         // ATP_POOL
-  std::uint32_t values = 256;        // ATP_LANES x passes
+  std::uint32_t values = 256;        // ATP_LANES: values per packet, all passes
   std::uint32_t ports = 512;         // 9-bit port numbers
-  // The port packets go round through for another pass (docs/p4.md, "TNA"): no host or switch
+  // The port packets go round through for another pass (docs/p4.md, "Passes"): no host or switch
   // may sit behind it. Port p is one when (p & recirculation_mask) == recirculation_port.
   std::uint32_t recirculation_port = 509, recirculation_mask = 0x1FF;
   static P4Limits bmv2() { return {}; }
