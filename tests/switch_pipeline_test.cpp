@@ -818,7 +818,7 @@ class SwitchPasses : public SwitchTest {
 
 TEST_F(SwitchPasses, APacketWithMoreValuesThanAPassHoldsGoesRoundOnAP4Switch) {
   const std::vector<std::pair<std::size_t, std::uint8_t>> counts_and_passes = {
-      {1, 1}, {10, 1}, {11, 2}, {31, 2}, {32, 3}, {52, 3}, {64, 4}};
+      {1, 1}, {10, 1}, {11, 2}, {31, 2}, {32, 3}, {52, 3}, {53, 4}, {64, 4}};
   std::uint32_t seq = 0;
   for (const auto& [count, passes] : counts_and_passes) {
     PacketSpec s;

@@ -125,6 +125,7 @@ struct atp_meta_t {
     bit<1>  leave;           // TNA: this is the packet's last pass
     bit<16> beyond_first;    // TNA: values beyond the first pass's
     bit<16> beyond_second;   // TNA: and beyond the second's
+    bit<16> beyond_third;    // TNA: and beyond the third's
     bit<16> pass_first;      // v1model: the values this pass's lanes take, [first, end)
     bit<16> pass_end;
     bit<8>  lane_update;     // v1model: what the lanes did (meta.update, which a flush resets)

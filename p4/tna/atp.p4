@@ -1,5 +1,5 @@
-// ATP's switch pipeline for Tofino 1 (TNA): src/engines/switch/ stage for stage, with 52 values
-// per packet in up to three passes (lanes.p4). docs/p4.md gives the design, the resource budget
+// ATP's switch pipeline for Tofino 1 (TNA): src/engines/switch/ stage for stage, with 73 values
+// per packet in up to four passes (lanes.p4). docs/p4.md gives the design, the resource budget
 // and how it fits.
 // Shared with the v1model program: p4/common/ (headers, parser, validation, job table,
 // classification, next step). Here: the TNA glue, the register stages as RegisterActions
@@ -47,8 +47,7 @@ parser AtpIngressParser(packet_in pkt, out headers_t hdr, out atp_meta_t meta,
         pkt.extract(hdr.atp);
         meta.later_pass = 1;
         transition select(hdr.pass.pass) {
-            1 : pass1_done_first_0;
-            2 : pass2_done_first_0;
+            ATP_LATER_PASS_SELECT
             default : accept;
         }
     }
@@ -190,8 +189,7 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
     // The values beyond each pass, in a stage of their own: one with no input would otherwise
     // take a logical table in stages 0-2, which have none to spare.
     action plan_passes() {
-        meta.beyond_first = hdr.atp.value_count |-| ATP_FIRST_PASS_END;
-        meta.beyond_second = hdr.atp.value_count |-| ATP_SECOND_PASS_END;
+        ATP_PLAN_PASSES
     }
     @stage(8) table pass_plan {
         actions = { plan_passes; }
@@ -206,17 +204,12 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
             hdr.pass.pass : ternary;
             hdr.pass.last_pass : ternary;
             meta.phase : ternary;
-            meta.beyond_first : ternary;
-            meta.beyond_second : ternary;
+            ATP_PASS_STEP_KEYS
         }
         actions = { first_go_round; next_go_round; last_pass; }
         const default_action = last_pass();
         const entries = {
-            (0, _, _, PHASE_NONE, _, _) : last_pass();
-            (0, _, _, _, 0, _) : last_pass();
-            (0, _, _, _, _, 0) : first_go_round(1);
-            (0, _, _, _, _, _) : first_go_round(2);
-            (1, 1, 2, _, _, _) : next_go_round();
+            ATP_PASS_STEP_ENTRIES
         }
         size = 8;
     }

@@ -1,18 +1,20 @@
 // Written by write_lanes.py (`python3 p4/tna/write_lanes.py`): edit that, not this file.
 //
-// The value lanes of the TNA program and the passes that carry K = 52 values through them
+// The value lanes of the TNA program and the passes that carry K = 73 values through them
 // (docs/p4.md, "Passes"): the value headers in the order the packet carries them, the lanes, one
-// table each, and the parser's value states for each pass.
+// table each, the pass plan, and the parser's value states for each pass.
 //
 // A pass is one trip through the pipe. The first decides (owner, bitmap, seen) and has stages
 // 8, 10 and 11 left for lanes (stage 9's crossbar has no room): the 10 late lanes. A packet
 // with more than 10 values whose phase writes or reads lanes goes round again through the
 // recirculation port, its decision in the pass header; a later pass runs no control stage, so
 // the stateful ALUs of stages 4-7 the control leaves free are lanes too: 11 early lanes,
-// 21 values per later pass (constants.p4). Values 0-9 take the late lanes in
-// pass 0, values 10-30 the late and early lanes in pass 1, values
-// 31-51 the late and early lanes in pass 2. A lane keeps a row of ATP_POOL
-// registers per pass it serves.
+// 21 values per later pass (constants.p4), up to 4 passes:
+// pass 0: values 0-9 in the late lanes
+// pass 1: values 10-19 in the late lanes, 20-30 in the early lanes
+// pass 2: values 31-40 in the late lanes, 41-51 in the early lanes
+// pass 3: values 52-61 in the late lanes, 62-72 in the early lanes
+// A lane keeps a row of ATP_POOL registers per pass it serves.
 //
 // The lanes always read the same fields (late[i], early[i]): the parser puts each pass's values
 // there and the values before them into done_* headers, which no stage touches (they travel in
@@ -22,17 +24,16 @@
 
 #define ATP_LATE_LANE_COUNT 10
 #define ATP_EARLY_LANE_COUNT 11
-#define ATP_PASSES 3
-#define ATP_LANES 52  // K: values per packet
-#define ATP_FIRST_PASS_END ATP_FIRST_PASS_VALUES                           // 10
-#define ATP_SECOND_PASS_END (ATP_FIRST_PASS_VALUES + ATP_LATER_PASS_VALUES)  // 31
+#define ATP_PASSES 4
+#define ATP_LANES 73  // K: values per packet
 
-// In the packet's order: what the passes before this one carried, then this pass's lanes.
-#define ATP_VALUE_HEADERS                  \
-    atp_value_h[10] done_first;            \
-    atp_value_h[10] done_second_late;      \
-    atp_value_h[11] done_second_early;     \
-    atp_value_h[10] late;                  \
+#define ATP_VALUE_HEADERS \
+    atp_value_h[10] done_pass0; \
+    atp_value_h[10] done_pass1_late; \
+    atp_value_h[11] done_pass1_early; \
+    atp_value_h[10] done_pass2_late; \
+    atp_value_h[11] done_pass2_early; \
+    atp_value_h[10] late; \
     atp_value_h[11] early;
 
 // The lanes, one table each (a table drives one stateful ALU). Late lanes: after the decision,
@@ -446,11 +447,37 @@
     early_9_stage.apply(); \
     early_10_stage.apply(); \
 
-// The parser's value states. Pass 0 (from a port): values 0-9 into late[]. Pass 1 (from the
-// recirculation port): values 0-9 into done_first[], then 10-19 into late[] and 20-30 into
-// early[]. Pass 2: 0-30 into the done_* headers, 31-40 into late[], 41-51
-// into early[]. A lane state stops at the
-// packet's value_count; the rest of the packet stays payload.
+// The first pass counts the values beyond each pass but the last; pass_step (atp.p4) keys on
+// those counts in the first pass and on the pass header's pass and last_pass in the later ones.
+#define ATP_PLAN_PASSES \
+    meta.beyond_first = hdr.atp.value_count |-| 10; \
+    meta.beyond_second = hdr.atp.value_count |-| 31; \
+    meta.beyond_third = hdr.atp.value_count |-| 52; \
+
+#define ATP_PASS_STEP_KEYS \
+    meta.beyond_first : ternary; \
+    meta.beyond_second : ternary; \
+    meta.beyond_third : ternary; \
+
+#define ATP_PASS_STEP_ENTRIES \
+    (0, _, _, PHASE_NONE, _, _, _) : last_pass(); \
+    (0, _, _, _, 0, _, _) : last_pass(); \
+    (0, _, _, _, _, 0, _) : first_go_round(1); \
+    (0, _, _, _, _, _, 0) : first_go_round(2); \
+    (0, _, _, _, _, _, _) : first_go_round(3); \
+    (1, 1, 2, _, _, _, _) : next_go_round(); \
+    (1, 1, 3, _, _, _, _) : next_go_round(); \
+    (1, 2, 3, _, _, _, _) : next_go_round(); \
+
+// The parser's value states. Pass 0 (from a port): the first values into late[]. A later pass
+// (from the recirculation port; ATP_LATER_PASS_SELECT picks its states by the pass header): the
+// values of the passes before into the done_* headers, then its own into late[] and early[].
+// A lane state stops at the packet's value_count; the rest of the packet stays payload.
+#define ATP_LATER_PASS_SELECT \
+    1 : pass1_done_pass0_0; \
+    2 : pass2_done_pass0_0; \
+    3 : pass3_done_pass0_0; \
+
 #define ATP_VALUE_STATES \
     state pass0_late_0 { pkt.extract(hdr.late[0]); transition select(hdr.atp.value_count) { 1 : accept; default : pass0_late_1; } } \
     state pass0_late_1 { pkt.extract(hdr.late[1]); transition select(hdr.atp.value_count) { 2 : accept; default : pass0_late_2; } } \
@@ -462,16 +489,16 @@
     state pass0_late_7 { pkt.extract(hdr.late[7]); transition select(hdr.atp.value_count) { 8 : accept; default : pass0_late_8; } } \
     state pass0_late_8 { pkt.extract(hdr.late[8]); transition select(hdr.atp.value_count) { 9 : accept; default : pass0_late_9; } } \
     state pass0_late_9 { pkt.extract(hdr.late[9]); transition accept; } \
-    state pass1_done_first_0 { pkt.extract(hdr.done_first[0]); transition pass1_done_first_1; } \
-    state pass1_done_first_1 { pkt.extract(hdr.done_first[1]); transition pass1_done_first_2; } \
-    state pass1_done_first_2 { pkt.extract(hdr.done_first[2]); transition pass1_done_first_3; } \
-    state pass1_done_first_3 { pkt.extract(hdr.done_first[3]); transition pass1_done_first_4; } \
-    state pass1_done_first_4 { pkt.extract(hdr.done_first[4]); transition pass1_done_first_5; } \
-    state pass1_done_first_5 { pkt.extract(hdr.done_first[5]); transition pass1_done_first_6; } \
-    state pass1_done_first_6 { pkt.extract(hdr.done_first[6]); transition pass1_done_first_7; } \
-    state pass1_done_first_7 { pkt.extract(hdr.done_first[7]); transition pass1_done_first_8; } \
-    state pass1_done_first_8 { pkt.extract(hdr.done_first[8]); transition pass1_done_first_9; } \
-    state pass1_done_first_9 { pkt.extract(hdr.done_first[9]); transition pass1_late_0; } \
+    state pass1_done_pass0_0 { pkt.extract(hdr.done_pass0[0]); transition pass1_done_pass0_1; } \
+    state pass1_done_pass0_1 { pkt.extract(hdr.done_pass0[1]); transition pass1_done_pass0_2; } \
+    state pass1_done_pass0_2 { pkt.extract(hdr.done_pass0[2]); transition pass1_done_pass0_3; } \
+    state pass1_done_pass0_3 { pkt.extract(hdr.done_pass0[3]); transition pass1_done_pass0_4; } \
+    state pass1_done_pass0_4 { pkt.extract(hdr.done_pass0[4]); transition pass1_done_pass0_5; } \
+    state pass1_done_pass0_5 { pkt.extract(hdr.done_pass0[5]); transition pass1_done_pass0_6; } \
+    state pass1_done_pass0_6 { pkt.extract(hdr.done_pass0[6]); transition pass1_done_pass0_7; } \
+    state pass1_done_pass0_7 { pkt.extract(hdr.done_pass0[7]); transition pass1_done_pass0_8; } \
+    state pass1_done_pass0_8 { pkt.extract(hdr.done_pass0[8]); transition pass1_done_pass0_9; } \
+    state pass1_done_pass0_9 { pkt.extract(hdr.done_pass0[9]); transition pass1_late_0; } \
     state pass1_late_0 { pkt.extract(hdr.late[0]); transition select(hdr.atp.value_count) { 11 : accept; default : pass1_late_1; } } \
     state pass1_late_1 { pkt.extract(hdr.late[1]); transition select(hdr.atp.value_count) { 12 : accept; default : pass1_late_2; } } \
     state pass1_late_2 { pkt.extract(hdr.late[2]); transition select(hdr.atp.value_count) { 13 : accept; default : pass1_late_3; } } \
@@ -493,37 +520,37 @@
     state pass1_early_8 { pkt.extract(hdr.early[8]); transition select(hdr.atp.value_count) { 29 : accept; default : pass1_early_9; } } \
     state pass1_early_9 { pkt.extract(hdr.early[9]); transition select(hdr.atp.value_count) { 30 : accept; default : pass1_early_10; } } \
     state pass1_early_10 { pkt.extract(hdr.early[10]); transition accept; } \
-    state pass2_done_first_0 { pkt.extract(hdr.done_first[0]); transition pass2_done_first_1; } \
-    state pass2_done_first_1 { pkt.extract(hdr.done_first[1]); transition pass2_done_first_2; } \
-    state pass2_done_first_2 { pkt.extract(hdr.done_first[2]); transition pass2_done_first_3; } \
-    state pass2_done_first_3 { pkt.extract(hdr.done_first[3]); transition pass2_done_first_4; } \
-    state pass2_done_first_4 { pkt.extract(hdr.done_first[4]); transition pass2_done_first_5; } \
-    state pass2_done_first_5 { pkt.extract(hdr.done_first[5]); transition pass2_done_first_6; } \
-    state pass2_done_first_6 { pkt.extract(hdr.done_first[6]); transition pass2_done_first_7; } \
-    state pass2_done_first_7 { pkt.extract(hdr.done_first[7]); transition pass2_done_first_8; } \
-    state pass2_done_first_8 { pkt.extract(hdr.done_first[8]); transition pass2_done_first_9; } \
-    state pass2_done_first_9 { pkt.extract(hdr.done_first[9]); transition pass2_done_late_0; } \
-    state pass2_done_late_0 { pkt.extract(hdr.done_second_late[0]); transition pass2_done_late_1; } \
-    state pass2_done_late_1 { pkt.extract(hdr.done_second_late[1]); transition pass2_done_late_2; } \
-    state pass2_done_late_2 { pkt.extract(hdr.done_second_late[2]); transition pass2_done_late_3; } \
-    state pass2_done_late_3 { pkt.extract(hdr.done_second_late[3]); transition pass2_done_late_4; } \
-    state pass2_done_late_4 { pkt.extract(hdr.done_second_late[4]); transition pass2_done_late_5; } \
-    state pass2_done_late_5 { pkt.extract(hdr.done_second_late[5]); transition pass2_done_late_6; } \
-    state pass2_done_late_6 { pkt.extract(hdr.done_second_late[6]); transition pass2_done_late_7; } \
-    state pass2_done_late_7 { pkt.extract(hdr.done_second_late[7]); transition pass2_done_late_8; } \
-    state pass2_done_late_8 { pkt.extract(hdr.done_second_late[8]); transition pass2_done_late_9; } \
-    state pass2_done_late_9 { pkt.extract(hdr.done_second_late[9]); transition pass2_done_early_0; } \
-    state pass2_done_early_0 { pkt.extract(hdr.done_second_early[0]); transition pass2_done_early_1; } \
-    state pass2_done_early_1 { pkt.extract(hdr.done_second_early[1]); transition pass2_done_early_2; } \
-    state pass2_done_early_2 { pkt.extract(hdr.done_second_early[2]); transition pass2_done_early_3; } \
-    state pass2_done_early_3 { pkt.extract(hdr.done_second_early[3]); transition pass2_done_early_4; } \
-    state pass2_done_early_4 { pkt.extract(hdr.done_second_early[4]); transition pass2_done_early_5; } \
-    state pass2_done_early_5 { pkt.extract(hdr.done_second_early[5]); transition pass2_done_early_6; } \
-    state pass2_done_early_6 { pkt.extract(hdr.done_second_early[6]); transition pass2_done_early_7; } \
-    state pass2_done_early_7 { pkt.extract(hdr.done_second_early[7]); transition pass2_done_early_8; } \
-    state pass2_done_early_8 { pkt.extract(hdr.done_second_early[8]); transition pass2_done_early_9; } \
-    state pass2_done_early_9 { pkt.extract(hdr.done_second_early[9]); transition pass2_done_early_10; } \
-    state pass2_done_early_10 { pkt.extract(hdr.done_second_early[10]); transition pass2_late_0; } \
+    state pass2_done_pass0_0 { pkt.extract(hdr.done_pass0[0]); transition pass2_done_pass0_1; } \
+    state pass2_done_pass0_1 { pkt.extract(hdr.done_pass0[1]); transition pass2_done_pass0_2; } \
+    state pass2_done_pass0_2 { pkt.extract(hdr.done_pass0[2]); transition pass2_done_pass0_3; } \
+    state pass2_done_pass0_3 { pkt.extract(hdr.done_pass0[3]); transition pass2_done_pass0_4; } \
+    state pass2_done_pass0_4 { pkt.extract(hdr.done_pass0[4]); transition pass2_done_pass0_5; } \
+    state pass2_done_pass0_5 { pkt.extract(hdr.done_pass0[5]); transition pass2_done_pass0_6; } \
+    state pass2_done_pass0_6 { pkt.extract(hdr.done_pass0[6]); transition pass2_done_pass0_7; } \
+    state pass2_done_pass0_7 { pkt.extract(hdr.done_pass0[7]); transition pass2_done_pass0_8; } \
+    state pass2_done_pass0_8 { pkt.extract(hdr.done_pass0[8]); transition pass2_done_pass0_9; } \
+    state pass2_done_pass0_9 { pkt.extract(hdr.done_pass0[9]); transition pass2_done_pass1_late_0; } \
+    state pass2_done_pass1_late_0 { pkt.extract(hdr.done_pass1_late[0]); transition pass2_done_pass1_late_1; } \
+    state pass2_done_pass1_late_1 { pkt.extract(hdr.done_pass1_late[1]); transition pass2_done_pass1_late_2; } \
+    state pass2_done_pass1_late_2 { pkt.extract(hdr.done_pass1_late[2]); transition pass2_done_pass1_late_3; } \
+    state pass2_done_pass1_late_3 { pkt.extract(hdr.done_pass1_late[3]); transition pass2_done_pass1_late_4; } \
+    state pass2_done_pass1_late_4 { pkt.extract(hdr.done_pass1_late[4]); transition pass2_done_pass1_late_5; } \
+    state pass2_done_pass1_late_5 { pkt.extract(hdr.done_pass1_late[5]); transition pass2_done_pass1_late_6; } \
+    state pass2_done_pass1_late_6 { pkt.extract(hdr.done_pass1_late[6]); transition pass2_done_pass1_late_7; } \
+    state pass2_done_pass1_late_7 { pkt.extract(hdr.done_pass1_late[7]); transition pass2_done_pass1_late_8; } \
+    state pass2_done_pass1_late_8 { pkt.extract(hdr.done_pass1_late[8]); transition pass2_done_pass1_late_9; } \
+    state pass2_done_pass1_late_9 { pkt.extract(hdr.done_pass1_late[9]); transition pass2_done_pass1_early_0; } \
+    state pass2_done_pass1_early_0 { pkt.extract(hdr.done_pass1_early[0]); transition pass2_done_pass1_early_1; } \
+    state pass2_done_pass1_early_1 { pkt.extract(hdr.done_pass1_early[1]); transition pass2_done_pass1_early_2; } \
+    state pass2_done_pass1_early_2 { pkt.extract(hdr.done_pass1_early[2]); transition pass2_done_pass1_early_3; } \
+    state pass2_done_pass1_early_3 { pkt.extract(hdr.done_pass1_early[3]); transition pass2_done_pass1_early_4; } \
+    state pass2_done_pass1_early_4 { pkt.extract(hdr.done_pass1_early[4]); transition pass2_done_pass1_early_5; } \
+    state pass2_done_pass1_early_5 { pkt.extract(hdr.done_pass1_early[5]); transition pass2_done_pass1_early_6; } \
+    state pass2_done_pass1_early_6 { pkt.extract(hdr.done_pass1_early[6]); transition pass2_done_pass1_early_7; } \
+    state pass2_done_pass1_early_7 { pkt.extract(hdr.done_pass1_early[7]); transition pass2_done_pass1_early_8; } \
+    state pass2_done_pass1_early_8 { pkt.extract(hdr.done_pass1_early[8]); transition pass2_done_pass1_early_9; } \
+    state pass2_done_pass1_early_9 { pkt.extract(hdr.done_pass1_early[9]); transition pass2_done_pass1_early_10; } \
+    state pass2_done_pass1_early_10 { pkt.extract(hdr.done_pass1_early[10]); transition pass2_late_0; } \
     state pass2_late_0 { pkt.extract(hdr.late[0]); transition select(hdr.atp.value_count) { 32 : accept; default : pass2_late_1; } } \
     state pass2_late_1 { pkt.extract(hdr.late[1]); transition select(hdr.atp.value_count) { 33 : accept; default : pass2_late_2; } } \
     state pass2_late_2 { pkt.extract(hdr.late[2]); transition select(hdr.atp.value_count) { 34 : accept; default : pass2_late_3; } } \
@@ -545,5 +572,78 @@
     state pass2_early_8 { pkt.extract(hdr.early[8]); transition select(hdr.atp.value_count) { 50 : accept; default : pass2_early_9; } } \
     state pass2_early_9 { pkt.extract(hdr.early[9]); transition select(hdr.atp.value_count) { 51 : accept; default : pass2_early_10; } } \
     state pass2_early_10 { pkt.extract(hdr.early[10]); transition accept; } \
+    state pass3_done_pass0_0 { pkt.extract(hdr.done_pass0[0]); transition pass3_done_pass0_1; } \
+    state pass3_done_pass0_1 { pkt.extract(hdr.done_pass0[1]); transition pass3_done_pass0_2; } \
+    state pass3_done_pass0_2 { pkt.extract(hdr.done_pass0[2]); transition pass3_done_pass0_3; } \
+    state pass3_done_pass0_3 { pkt.extract(hdr.done_pass0[3]); transition pass3_done_pass0_4; } \
+    state pass3_done_pass0_4 { pkt.extract(hdr.done_pass0[4]); transition pass3_done_pass0_5; } \
+    state pass3_done_pass0_5 { pkt.extract(hdr.done_pass0[5]); transition pass3_done_pass0_6; } \
+    state pass3_done_pass0_6 { pkt.extract(hdr.done_pass0[6]); transition pass3_done_pass0_7; } \
+    state pass3_done_pass0_7 { pkt.extract(hdr.done_pass0[7]); transition pass3_done_pass0_8; } \
+    state pass3_done_pass0_8 { pkt.extract(hdr.done_pass0[8]); transition pass3_done_pass0_9; } \
+    state pass3_done_pass0_9 { pkt.extract(hdr.done_pass0[9]); transition pass3_done_pass1_late_0; } \
+    state pass3_done_pass1_late_0 { pkt.extract(hdr.done_pass1_late[0]); transition pass3_done_pass1_late_1; } \
+    state pass3_done_pass1_late_1 { pkt.extract(hdr.done_pass1_late[1]); transition pass3_done_pass1_late_2; } \
+    state pass3_done_pass1_late_2 { pkt.extract(hdr.done_pass1_late[2]); transition pass3_done_pass1_late_3; } \
+    state pass3_done_pass1_late_3 { pkt.extract(hdr.done_pass1_late[3]); transition pass3_done_pass1_late_4; } \
+    state pass3_done_pass1_late_4 { pkt.extract(hdr.done_pass1_late[4]); transition pass3_done_pass1_late_5; } \
+    state pass3_done_pass1_late_5 { pkt.extract(hdr.done_pass1_late[5]); transition pass3_done_pass1_late_6; } \
+    state pass3_done_pass1_late_6 { pkt.extract(hdr.done_pass1_late[6]); transition pass3_done_pass1_late_7; } \
+    state pass3_done_pass1_late_7 { pkt.extract(hdr.done_pass1_late[7]); transition pass3_done_pass1_late_8; } \
+    state pass3_done_pass1_late_8 { pkt.extract(hdr.done_pass1_late[8]); transition pass3_done_pass1_late_9; } \
+    state pass3_done_pass1_late_9 { pkt.extract(hdr.done_pass1_late[9]); transition pass3_done_pass1_early_0; } \
+    state pass3_done_pass1_early_0 { pkt.extract(hdr.done_pass1_early[0]); transition pass3_done_pass1_early_1; } \
+    state pass3_done_pass1_early_1 { pkt.extract(hdr.done_pass1_early[1]); transition pass3_done_pass1_early_2; } \
+    state pass3_done_pass1_early_2 { pkt.extract(hdr.done_pass1_early[2]); transition pass3_done_pass1_early_3; } \
+    state pass3_done_pass1_early_3 { pkt.extract(hdr.done_pass1_early[3]); transition pass3_done_pass1_early_4; } \
+    state pass3_done_pass1_early_4 { pkt.extract(hdr.done_pass1_early[4]); transition pass3_done_pass1_early_5; } \
+    state pass3_done_pass1_early_5 { pkt.extract(hdr.done_pass1_early[5]); transition pass3_done_pass1_early_6; } \
+    state pass3_done_pass1_early_6 { pkt.extract(hdr.done_pass1_early[6]); transition pass3_done_pass1_early_7; } \
+    state pass3_done_pass1_early_7 { pkt.extract(hdr.done_pass1_early[7]); transition pass3_done_pass1_early_8; } \
+    state pass3_done_pass1_early_8 { pkt.extract(hdr.done_pass1_early[8]); transition pass3_done_pass1_early_9; } \
+    state pass3_done_pass1_early_9 { pkt.extract(hdr.done_pass1_early[9]); transition pass3_done_pass1_early_10; } \
+    state pass3_done_pass1_early_10 { pkt.extract(hdr.done_pass1_early[10]); transition pass3_done_pass2_late_0; } \
+    state pass3_done_pass2_late_0 { pkt.extract(hdr.done_pass2_late[0]); transition pass3_done_pass2_late_1; } \
+    state pass3_done_pass2_late_1 { pkt.extract(hdr.done_pass2_late[1]); transition pass3_done_pass2_late_2; } \
+    state pass3_done_pass2_late_2 { pkt.extract(hdr.done_pass2_late[2]); transition pass3_done_pass2_late_3; } \
+    state pass3_done_pass2_late_3 { pkt.extract(hdr.done_pass2_late[3]); transition pass3_done_pass2_late_4; } \
+    state pass3_done_pass2_late_4 { pkt.extract(hdr.done_pass2_late[4]); transition pass3_done_pass2_late_5; } \
+    state pass3_done_pass2_late_5 { pkt.extract(hdr.done_pass2_late[5]); transition pass3_done_pass2_late_6; } \
+    state pass3_done_pass2_late_6 { pkt.extract(hdr.done_pass2_late[6]); transition pass3_done_pass2_late_7; } \
+    state pass3_done_pass2_late_7 { pkt.extract(hdr.done_pass2_late[7]); transition pass3_done_pass2_late_8; } \
+    state pass3_done_pass2_late_8 { pkt.extract(hdr.done_pass2_late[8]); transition pass3_done_pass2_late_9; } \
+    state pass3_done_pass2_late_9 { pkt.extract(hdr.done_pass2_late[9]); transition pass3_done_pass2_early_0; } \
+    state pass3_done_pass2_early_0 { pkt.extract(hdr.done_pass2_early[0]); transition pass3_done_pass2_early_1; } \
+    state pass3_done_pass2_early_1 { pkt.extract(hdr.done_pass2_early[1]); transition pass3_done_pass2_early_2; } \
+    state pass3_done_pass2_early_2 { pkt.extract(hdr.done_pass2_early[2]); transition pass3_done_pass2_early_3; } \
+    state pass3_done_pass2_early_3 { pkt.extract(hdr.done_pass2_early[3]); transition pass3_done_pass2_early_4; } \
+    state pass3_done_pass2_early_4 { pkt.extract(hdr.done_pass2_early[4]); transition pass3_done_pass2_early_5; } \
+    state pass3_done_pass2_early_5 { pkt.extract(hdr.done_pass2_early[5]); transition pass3_done_pass2_early_6; } \
+    state pass3_done_pass2_early_6 { pkt.extract(hdr.done_pass2_early[6]); transition pass3_done_pass2_early_7; } \
+    state pass3_done_pass2_early_7 { pkt.extract(hdr.done_pass2_early[7]); transition pass3_done_pass2_early_8; } \
+    state pass3_done_pass2_early_8 { pkt.extract(hdr.done_pass2_early[8]); transition pass3_done_pass2_early_9; } \
+    state pass3_done_pass2_early_9 { pkt.extract(hdr.done_pass2_early[9]); transition pass3_done_pass2_early_10; } \
+    state pass3_done_pass2_early_10 { pkt.extract(hdr.done_pass2_early[10]); transition pass3_late_0; } \
+    state pass3_late_0 { pkt.extract(hdr.late[0]); transition select(hdr.atp.value_count) { 53 : accept; default : pass3_late_1; } } \
+    state pass3_late_1 { pkt.extract(hdr.late[1]); transition select(hdr.atp.value_count) { 54 : accept; default : pass3_late_2; } } \
+    state pass3_late_2 { pkt.extract(hdr.late[2]); transition select(hdr.atp.value_count) { 55 : accept; default : pass3_late_3; } } \
+    state pass3_late_3 { pkt.extract(hdr.late[3]); transition select(hdr.atp.value_count) { 56 : accept; default : pass3_late_4; } } \
+    state pass3_late_4 { pkt.extract(hdr.late[4]); transition select(hdr.atp.value_count) { 57 : accept; default : pass3_late_5; } } \
+    state pass3_late_5 { pkt.extract(hdr.late[5]); transition select(hdr.atp.value_count) { 58 : accept; default : pass3_late_6; } } \
+    state pass3_late_6 { pkt.extract(hdr.late[6]); transition select(hdr.atp.value_count) { 59 : accept; default : pass3_late_7; } } \
+    state pass3_late_7 { pkt.extract(hdr.late[7]); transition select(hdr.atp.value_count) { 60 : accept; default : pass3_late_8; } } \
+    state pass3_late_8 { pkt.extract(hdr.late[8]); transition select(hdr.atp.value_count) { 61 : accept; default : pass3_late_9; } } \
+    state pass3_late_9 { pkt.extract(hdr.late[9]); transition select(hdr.atp.value_count) { 62 : accept; default : pass3_early_0; } } \
+    state pass3_early_0 { pkt.extract(hdr.early[0]); transition select(hdr.atp.value_count) { 63 : accept; default : pass3_early_1; } } \
+    state pass3_early_1 { pkt.extract(hdr.early[1]); transition select(hdr.atp.value_count) { 64 : accept; default : pass3_early_2; } } \
+    state pass3_early_2 { pkt.extract(hdr.early[2]); transition select(hdr.atp.value_count) { 65 : accept; default : pass3_early_3; } } \
+    state pass3_early_3 { pkt.extract(hdr.early[3]); transition select(hdr.atp.value_count) { 66 : accept; default : pass3_early_4; } } \
+    state pass3_early_4 { pkt.extract(hdr.early[4]); transition select(hdr.atp.value_count) { 67 : accept; default : pass3_early_5; } } \
+    state pass3_early_5 { pkt.extract(hdr.early[5]); transition select(hdr.atp.value_count) { 68 : accept; default : pass3_early_6; } } \
+    state pass3_early_6 { pkt.extract(hdr.early[6]); transition select(hdr.atp.value_count) { 69 : accept; default : pass3_early_7; } } \
+    state pass3_early_7 { pkt.extract(hdr.early[7]); transition select(hdr.atp.value_count) { 70 : accept; default : pass3_early_8; } } \
+    state pass3_early_8 { pkt.extract(hdr.early[8]); transition select(hdr.atp.value_count) { 71 : accept; default : pass3_early_9; } } \
+    state pass3_early_9 { pkt.extract(hdr.early[9]); transition select(hdr.atp.value_count) { 72 : accept; default : pass3_early_10; } } \
+    state pass3_early_10 { pkt.extract(hdr.early[10]); transition accept; } \
 
 #endif

@@ -25,8 +25,8 @@ struct P4Limits {
   // may sit behind it. Port p is one when (p & recirculation_mask) == recirculation_port.
   std::uint32_t recirculation_port = 509, recirculation_mask = 0x1FF;
   static P4Limits bmv2() { return {}; }
-  // Three passes (p4/tna/lanes.p4); port 68 of each pipe is its recirculation port.
-  static P4Limits tofino() { return {8192, 52, 512, 68, 0x7F}; }
+  // Four passes (p4/tna/lanes.p4); port 68 of each pipe is its recirculation port.
+  static P4Limits tofino() { return {8192, 73, 512, 68, 0x7F}; }
 };
 
 // A key field or action parameter. Names are the P4 program's (bfrt.json's key names).
