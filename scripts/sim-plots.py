@@ -12,7 +12,7 @@ Every point is one deterministic `atp sim --json` run; the commands go to <out>/
 
 --loss-recovery: the loss issues' benchmark instead: one job of 1 rack x 4 workers (4 MiB x 6
 iterations) and two jobs of 2 racks x 3 workers (4 MiB x 4 iterations), both loss models (every
-link; one worker's link only, the paper's), K = 64 and 256, seeds 7-10; the share of the
+link; one worker's link only, the paper's), K = 64 and 256, seeds 7-14; the share of the
 lossless throughput per loss (the iterations after the first: the launch's run handshake is not
 the data path), resends per lost packet and the share of resends that found their seq complete,
 with the goal rows met or missed, as JSON and a figure.
@@ -66,7 +66,7 @@ LOSS_TOPOLOGIES = {
         "time-limit-s": 600,
     },
 }
-LOSS_SEEDS = [7, 8, 9, 10]
+LOSS_SEEDS = [7, 8, 9, 10, 11, 12, 13, 14]
 LOSS_MODELS = {"every link": "loss", "one worker's link": "loss-one-worker"}
 # (model, loss, least share of lossless) from the loss issues; resends per lost packet and the
 # share of resends that met a complete seq, at most, at every loss from 0.1 % on.
@@ -101,7 +101,7 @@ def loss_goals(results):
         lossy = [p for p in points if p["loss"] >= 0.001]
         worst = max(p["resends_per_lost"] for p in lossy)
         late = max(p["late_share"] for p in lossy)
-        # More than 0.01 above the point before: within that, four seeds' means are noise.
+        # More than 0.01 above the point before: within that, eight seeds' means are noise.
         rising = [p["loss"] for a, p in zip(points, points[1:])
                   if p["of_lossless"] > a["of_lossless"] + 0.01]
         goals += [{"series": name, "goal": f"resends per lost <= {RESENDS_PER_LOST_GOAL}",

@@ -1147,19 +1147,20 @@ TEST_F(LossRecovery, BelowTheCeilingADeferredGapKeepsItsPlaceInTheWindow) {
   for (const auto& p : sent()) EXPECT_LT(header_of(p).seq, 6u);  // nothing new past the gap
 }
 
-// At the ceiling, a quarter window of deferred gaps at most leaves room for new fragments: more
-// let a job its links bound queue its own recovery.
-TEST_F(LossRecovery, AtTheCeilingAQuarterWindowOfGapsLeavesRoomAtMost) {
-  Worker w(wide_config(small_config()));  // window 8: room for 2
+// At the ceiling, half a window of deferred gaps at most leaves room for new fragments: a job
+// the window bounds keeps sending while its holes are recovered, and one its links bound does
+// not queue more than half a window of its own recovery behind them.
+TEST_F(LossRecovery, AtTheCeilingHalfAWindowOfGapsLeavesRoomAtMost) {
+  Worker w(wide_config(small_config()));  // window 8: room for 4
   std::vector<float> in(4 * 16, 1.0f), res(4 * 16);
   w.submit(0, in, res, out);
   auto frags = sent();
   ASSERT_EQ(frags.size(), 8u);
-  for (int i = 3; i <= 5; ++i) w.on_packet(2 * kMillisecond, result_for(frags[i], 8), out);
-  ASSERT_EQ(w.stats().deferred_gaps, 3u);  // 0, 1 and 2, none of which this worker leads
+  for (int i = 5; i <= 7; ++i) w.on_packet(2 * kMillisecond, result_for(frags[i], 8), out);
+  ASSERT_EQ(w.stats().deferred_gaps, 5u);  // 0 to 4, none of which this worker leads
   std::uint32_t newest = 0;
   for (const auto& p : sent()) newest = std::max(newest, header_of(p).seq);
-  EXPECT_EQ(newest, 7u + 3u + 2u);  // three answered, two of the three gaps
+  EXPECT_EQ(newest, 7u + 3u + 4u);  // three answered, four of the five gaps
 }
 
 // A resend's answer needs no wait for the job's slowest worker, so it comes back faster than
