@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "runtime/bfrt_shell.h"
 #include "runtime/bmv2_cli.h"
 #include "runtime/event_loop.h"
 
@@ -80,6 +81,35 @@ TEST_F(Bmv2CliTest, ACliThatHungOrExitedIsReplacedForTheNextCommand) {
   Bmv2Cli exits(path_, 9090);
   EXPECT_THROW(exits.run("quit"), SwitchCliError);
   EXPECT_EQ(exits.run("after it exited"), "did after it exited\nEntry has been added with handle 3\n");
+}
+
+// runtime::BfrtShell runs a stand-in for the SDE's shell: `sh -c CODE`, the script's path its $0.
+BfrtShell shell(const std::string& code, Duration budget = BfrtShell::kScriptBudget) {
+  return BfrtShell({"/bin/sh", "-c", code}, budget);
+}
+
+TEST(BfrtShell, ReturnsWhatTheShellPrintedForTheScript) {
+  EXPECT_EQ(shell("echo ran $0").run_script("/tmp/s.py"), "ran /tmp/s.py\n");
+}
+
+TEST(BfrtShell, AFailingExitAnErrorLineOrATracebackIsAnError) {
+  for (const std::string code : {"echo no such table; exit 3", "echo 'Error: table_add failed'",
+                                 "echo 'Traceback (most recent call last):'; echo x"}) {
+    try {
+      shell(code).run_script("/tmp/s.py");
+      ADD_FAILURE() << code;
+    } catch (const SwitchCliError& e) {
+      EXPECT_NE(std::string(e.what()).find("/tmp/s.py"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(BfrtShell({"/nonexistent/bfshell"}).run_script("/tmp/s.py"), SwitchCliError);
+  EXPECT_THROW(BfrtShell({}), std::invalid_argument);
+}
+
+TEST(BfrtShell, AShellPastItsBudgetIsStopped) {
+  const Time start = monotonic_now();
+  EXPECT_THROW(shell("sleep 10", 200 * kMillisecond).run_script("/tmp/s.py"), SwitchCliError);
+  EXPECT_LT(monotonic_now() - start, 5 * kSecond);
 }
 
 }  // namespace

@@ -3,12 +3,17 @@
 // adds at start, admits and removes leaves the switch exactly as the jobs present say.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 
 #include "daemons/p4_switch_agent.h"
+#include "daemons/tofino_switch_agent.h"
 #include "runtime/event_loop.h"
 
 namespace atp::daemons {
@@ -355,6 +360,85 @@ TEST(P4SwitchAgent, AnAnswerWithoutItsHandleIsAnError) {
   EXPECT_EQ(number_after("Entry has been added with handle 12\n", "with handle", "c"), 12u);
   EXPECT_THROW(number_after("Entry has been added\n", "with handle", "c"), runtime::SwitchCliError);
   EXPECT_THROW(number_after("with handle x", "with handle", "c"), runtime::SwitchCliError);
+}
+
+// `atp p4 agent --target tofino`: each change is one bfrt_python script, here read back by a
+// stand-in shell that keeps what it was given (or fails it).
+struct TofinoAgent {
+  std::vector<std::pair<std::string, std::string>> scripts;  // (file name, content)
+  bool fail = false;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("atp-tofino-agent-" + std::to_string(::getpid()));
+  std::unique_ptr<TofinoSwitchAgent> agent;
+  explicit TofinoAgent(const control::ClusterConfig& f) {
+    std::filesystem::create_directories(dir);
+    agent = std::make_unique<TofinoSwitchAgent>(f, "rackA", [this](const std::string& path) {
+      std::ifstream in(path);
+      scripts.emplace_back(std::filesystem::path(path).filename().string(),
+                           std::string(std::istreambuf_iterator<char>(in), {}));
+      if (fail) throw runtime::SwitchCliError("bfrt script " + path + ": Error: refused");
+    }, dir.string());
+  }
+  ~TofinoAgent() { std::filesystem::remove_all(dir); }
+};
+
+control::P4Limits tofino() { return control::P4Limits::tofino(); }
+
+TEST(TofinoSwitchAgent, StartsWithTheScriptAtpP4ConfigPrints) {
+  const auto f = fabric("atp", std::string(kJob7) + kJob8);
+  TofinoAgent a(f);
+  ASSERT_EQ(a.scripts.size(), 1u);
+  EXPECT_EQ(a.scripts[0].first, "rackA-1-start.py");
+  EXPECT_EQ(a.scripts[0].second, control::bfrt_python_script(control::p4_switch(f, "rackA", tofino())));
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7, 8}));
+}
+
+TEST(TofinoSwitchAgent, AdmittingAndRemovingAJobRunTheJobsScripts) {
+  TofinoAgent a(fabric("atp", kJob7));
+  const auto f = fabric("atp", std::string(kJob7) + kJob8);
+  a.agent->admit(f, 8);
+  ASSERT_EQ(a.scripts.size(), 2u);
+  EXPECT_EQ(a.scripts[1].first, "rackA-2-job8-add.py");
+  EXPECT_EQ(a.scripts[1].second,
+            control::bfrt_python_script(control::p4_switch_job(f, "rackA", 8, tofino())));
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7, 8}));
+  EXPECT_TRUE(a.agent->remove_job(8));
+  ASSERT_EQ(a.scripts.size(), 3u);
+  EXPECT_EQ(a.scripts[2].first, "rackA-3-job8-remove.py");
+  EXPECT_EQ(a.scripts[2].second,
+            control::bfrt_python_script(control::p4_switch_job(f, "rackA", 8, tofino()), "atp", true));
+  EXPECT_FALSE(a.agent->remove_job(8));
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7}));
+}
+
+TEST(TofinoSwitchAgent, AdmittingAJobAgainDeletesItsEntriesFirst) {
+  const auto f = fabric("atp", kJob7);
+  TofinoAgent a(f);
+  a.agent->admit(f, 7);
+  ASSERT_EQ(a.scripts.size(), 3u);
+  EXPECT_EQ(a.scripts[1].first, "rackA-2-job7-remove.py");
+  EXPECT_EQ(a.scripts[2].first, "rackA-3-job7-add.py");
+}
+
+// A script the shell fails leaves the job out, and what it held free for the next one.
+TEST(TofinoSwitchAgent, AScriptTheShellFailsLeavesTheJobOut) {
+  TofinoAgent a(fabric("static"));
+  a.fail = true;
+  EXPECT_THROW(a.agent->admit(fabric("static", kJob7), 7), runtime::SwitchCliError);
+  EXPECT_TRUE(a.agent->job_ids().empty());
+  EXPECT_EQ(a.agent->stats()["scripts"]["failed"], 1);
+  a.fail = false;
+  a.agent->admit(fabric("static", kJob8), 8);  // the whole pool: job 7 holds none of it
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{8}));
+  EXPECT_EQ(a.agent->stats()["jobs"]["8"]["static_slice"], (nlohmann::json{0, 4096}));
+}
+
+TEST(TofinoSwitchAgent, AFailedDeleteKeepsTheJob) {
+  TofinoAgent a(fabric("atp", kJob7));
+  a.fail = true;
+  EXPECT_THROW(a.agent->remove_job(7), runtime::SwitchCliError);
+  EXPECT_THROW(a.agent->admit(fabric("atp", kJob7), 7), runtime::SwitchCliError);
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7}));
 }
 
 }  // namespace

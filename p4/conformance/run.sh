@@ -41,6 +41,24 @@ elif command -v p4c >/dev/null && p4c --target tofino --help >/dev/null 2>&1; th
   "$build/bin/atp" p4 config --config "$example" --switch rackA --target tofino --job 8 \
     --remove >"$out/tna/rackA-remove-job8.py"
   /usr/bin/python3 "$here/p4/tna/check_bfrt_names.py" "$out/tna/bfrt.json" "$out"/tna/*.py
+  echo "p4-test: atp p4 agent --target tofino: a job removed and admitted again, each script checked"
+  agent="$out/tna/agent"
+  rm -rf "$agent" && mkdir -p "$agent"
+  "$build/bin/atp" p4 agent --target tofino --config "$example" --name rackA \
+    --control "$agent/control.sock" --script-dir "$agent" \
+    --bfrt-shell "/usr/bin/python3 $here/p4/tna/check_bfrt_names.py $out/tna/bfrt.json" \
+    >"$agent/agent.log" 2>&1 &
+  agent_pid=$!
+  for _ in $(seq 100); do [ -S "$agent/control.sock" ] && break; sleep 0.1; done
+  ok=1
+  "$build/bin/atp" ctl --socket "$agent/control.sock" remove --job 8 >/dev/null || ok=0
+  "$build/bin/atp" ctl --socket "$agent/control.sock" admit --config "$example" --job 8 >/dev/null || ok=0
+  kill "$agent_pid" 2>/dev/null; wait "$agent_pid" || true
+  if [ "$ok" != 1 ] || [ ! -f "$agent/rackA-3-job8-add.py" ]; then
+    cat "$agent/agent.log"
+    echo "p4-test: the Tofino agent's scripts were refused (log above, scripts in $agent)"
+    exit 1
+  fi
 else
   echo "p4-test: TNA fit skipped: no p4c with the Tofino backend on PATH"
 fi

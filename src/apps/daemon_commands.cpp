@@ -11,8 +11,10 @@
 #include "apps/secret_file.h"
 #include "daemons/control_requests.h"
 #include "daemons/p4_switch_agent.h"
+#include "daemons/tofino_switch_agent.h"
 #include "daemons/ps_daemon.h"
 #include "daemons/switch_daemon.h"
+#include "runtime/bfrt_shell.h"
 #include "runtime/bmv2_cli.h"
 #include "runtime/local_servers.h"
 
@@ -114,20 +116,49 @@ void add_daemon_commands(CLI::App& app) {
 
 void add_p4_agent_command(CLI::App& p4) {
   static DaemonOptions o;
+  static std::string target = "bmv2", cli = "simple_switch_CLI", shell, script_dir, program = "atp";
   static std::uint16_t thrift_port = 9090;
-  static std::string cli = "simple_switch_CLI";
   auto* a = p4.add_subcommand(
-      "agent", "Run the control plane of one BMv2 switch of a cluster file: its entries at "
-               "start, jobs admitted and removed over its control socket (as `atp switch`), "
-               "and its claim clock");
+      "agent", "Run the control plane of one P4 switch of a cluster file: its entries at start, "
+               "jobs admitted and removed over its control socket (as `atp switch`); on BMv2 "
+               "also its claim clock and member learning");
   add_common(a, o, "P4 switch");
-  a->add_option("--thrift-port", thrift_port, "simple_switch's runtime (thrift) port")
+  a->add_option("--target", target,
+                "bmv2 (simple_switch_CLI) or tofino (bfrt_python scripts run by --bfrt-shell)")
+      ->check(CLI::IsMember({"bmv2", "tofino"}))
       ->capture_default_str();
-  a->add_option("--cli", cli, "The runtime CLI program")->capture_default_str();
+  a->add_option("--thrift-port", thrift_port, "BMv2: simple_switch's runtime (thrift) port")
+      ->capture_default_str();
+  a->add_option("--cli", cli, "BMv2: the runtime CLI program")->capture_default_str();
+  a->add_option("--bfrt-shell", shell,
+                "Tofino: the SDE's shell in batch mode, each script's path appended (e.g. "
+                "\"$SDE/run_bfshell.sh -b\"); split at spaces");
+  a->add_option("--script-dir", script_dir,
+                "Tofino: the folder the agent writes each change's script into (kept)")
+      ->check(CLI::ExistingDirectory);
+  a->add_option("--program", program, "Tofino: the program's name under bfrt")
+      ->capture_default_str();
   a->callback([] {
-    serve(o, "p4 agent", [](const auto& c) {
-      return std::make_unique<daemons::P4SwitchAgent>(
-          c, o.name, std::make_unique<runtime::Bmv2Cli>(cli, thrift_port));
+    if (target == "bmv2") {
+      serve(o, "p4 agent", [](const auto& c) {
+        return std::make_unique<daemons::P4SwitchAgent>(
+            c, o.name, std::make_unique<runtime::Bmv2Cli>(cli, thrift_port));
+      });
+      return;
+    }
+    if (shell.empty() || script_dir.empty())
+      throw CLI::ValidationError("p4 agent", "--target tofino needs --bfrt-shell and --script-dir");
+    std::vector<std::string> words;
+    for (std::size_t at = 0; at < shell.size();) {
+      const std::size_t end = std::min(shell.find(' ', at), shell.size());
+      if (end > at) words.push_back(shell.substr(at, end - at));
+      at = end + 1;
+    }
+    serve(o, "p4 agent", [words](const auto& c) {
+      runtime::BfrtShell bfshell(words);
+      return std::make_unique<daemons::TofinoSwitchAgent>(
+          c, o.name, [bfshell](const std::string& path) { bfshell.run_script(path); }, script_dir,
+          program);
     });
   });
 }

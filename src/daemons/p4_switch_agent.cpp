@@ -34,22 +34,13 @@ std::uint64_t number_after(const std::string& answer, const std::string& marker,
 
 P4SwitchAgent::P4SwitchAgent(const control::ClusterConfig& fabric, const std::string& name,
                              std::unique_ptr<runtime::SwitchCli> cli, const control::P4Limits& limits)
-    : fabric_(fabric), spec_(control::p4_switch_spec(fabric_, name)),
-      profile_(fabric_.switch_config(name)), limits_(limits), cli_(std::move(cli)),
-      slices_(profile_.pool_size), member_slots_(control::kP4MemberSlots - 1),
-      started_(runtime::monotonic_now()) {
-  for (const std::string& command : control::bmv2_commands(control::p4_switch_base(fabric_, name, limits_)))
-    cli_->run(command);
-  runtime::AddressBook book;
-  for (engines::SwitchJob& job : fabric_.switch_jobs(name, book)) {
-    slices_.reserve(job.job, {job.static_first, job.static_count});  // as the file cut the pool
-    const std::uint32_t id = job.job;
-    install(id, entries_of(std::move(job), book));
-  }
+    : book_(fabric, name, limits), cli_(std::move(cli)), started_(runtime::monotonic_now()) {
+  for (const std::string& command : control::bmv2_commands(book_.base())) cli_->run(command);
+  for (const auto& [id, entries] : book_.file_jobs()) install(id, entries);
 }
 
 void P4SwitchAgent::attach(runtime::EventLoop& loop) {
-  const Duration period = profile_.stale_after / 8;
+  const Duration period = book_.profile().stale_after / 8;
   tick_timer_ = loop.add_timer([this, &loop, period] {
     tick(runtime::monotonic_now());
     loop.arm(tick_timer_, runtime::monotonic_now() + period);
@@ -63,19 +54,6 @@ void P4SwitchAgent::attach(runtime::EventLoop& loop) {
   loop.arm(learn_timer_, runtime::monotonic_now() + kLearnPeriod);
 }
 
-// The job's entries, with member slots of its own (the caller restores what the job held if
-// this throws).
-control::P4Entries P4SwitchAgent::entries_of(engines::SwitchJob job, const runtime::AddressBook& book) {
-  const std::uint32_t id = job.job;
-  const auto slots = member_slots_.allocate(id, control::p4_member_slots(job));
-  if (!slots)
-    throw std::invalid_argument("switch '" + spec_.name + "': no " +
-                                std::to_string(control::p4_member_slots(job)) +
-                                " free member slots for job " + std::to_string(id) +
-                                "; remove a job first");
-  return control::p4_job_on_switch(std::move(job), spec_, book, limits_, slots->first + 1);
-}
-
 bool P4SwitchAgent::learn_members(Time now) {
   bool unheard = false;
   for (auto& [id, job] : jobs_) {
@@ -86,7 +64,7 @@ bool P4SwitchAgent::learn_members(Time now) {
         try {
           m.heard = number_after(cli_->run(command), "]=", command) != 0;
         } catch (const runtime::SwitchCliError& e) {
-          spdlog::warn("p4 agent '{}': {}", spec_.name, e.what());
+          spdlog::warn("p4 agent '{}': {}", name(), e.what());
         }
         job.node_stale |= m.heard;
         // A member that stays silent is read less often: one named but never there costs little.
@@ -109,12 +87,12 @@ void P4SwitchAgent::update_node(Installed& job) {
     cli_->run(update);
     job.node_stale = false;
   } catch (const runtime::SwitchCliError& e) {
-    spdlog::error("p4 agent '{}': {}", spec_.name, e.what());
+    spdlog::error("p4 agent '{}': {}", name(), e.what());
   }
 }
 
 void P4SwitchAgent::tick(Time now) {
-  const std::uint32_t epoch = engines::claim_clock(now - started_, profile_.stale_after).epoch;
+  const std::uint32_t epoch = engines::claim_clock(now - started_, book_.profile().stale_after).epoch;
   if (epoch == epoch_written_) return;
   try {
     cli_->run("register_write AtpIngress.claim_epoch 0 " + std::to_string(epoch));
@@ -125,7 +103,7 @@ void P4SwitchAgent::tick(Time now) {
     // stale aggregator over (docs/engines.md §2.2), so it must never stop unseen.
     ++tick_failures_;
     last_tick_error_ = e.what();
-    spdlog::error("p4 agent '{}': claim epoch {} not written ({} failures): {}", spec_.name,
+    spdlog::error("p4 agent '{}': claim epoch {} not written ({} failures): {}", name(),
                   epoch, tick_failures_, e.what());
   }
 }
@@ -139,25 +117,7 @@ std::vector<std::uint32_t> P4SwitchAgent::job_ids() const {
 // A job already here is replaced, as `atp switch` replaces it: the new entries are derived
 // (and checked) first, then the old ones deleted and the new ones added.
 void P4SwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
-  runtime::AddressBook book;
-  std::optional<engines::SwitchJob> entry;
-  for (engines::SwitchJob& j : cluster.switch_jobs(spec_.name, book))
-    if (j.job == job) entry = std::move(j);
-  if (!entry)
-    throw std::invalid_argument("job " + std::to_string(job) + " does not use switch '" + spec_.name + "'");
-  // Refused before the switch is touched, a job already here keeps what it held.
-  const auto restore = [this, job, held = slices_.slice_of(job), slots = member_slots_.slice_of(job)] {
-    if (held) slices_.reserve(job, *held); else slices_.release(job);
-    if (slots) member_slots_.reserve(job, *slots); else member_slots_.release(job);
-  };
-  control::P4Entries entries;
-  try {
-    control::place_static_slice(slices_, profile_.policy, *entry, spec_.name);
-    entries = entries_of(std::move(*entry), book);
-  } catch (...) {
-    restore();
-    throw;
-  }
+  const control::P4Entries entries = book_.plan(cluster, job);
   if (const auto old = jobs_.find(job); old != jobs_.end()) {
     uninstall(old->second);
     jobs_.erase(old);
@@ -165,8 +125,7 @@ void P4SwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32_t j
   try {
     install(job, entries);
   } catch (...) {
-    slices_.release(job);
-    member_slots_.release(job);
+    book_.release(job);
     throw;
   }
 }
@@ -176,8 +135,7 @@ bool P4SwitchAgent::remove_job(std::uint32_t job) {
   if (it == jobs_.end()) return false;
   uninstall(it->second);
   jobs_.erase(it);
-  slices_.release(job);
-  member_slots_.release(job);
+  book_.release(job);
   return true;
 }
 
@@ -238,7 +196,7 @@ void P4SwitchAgent::delete_or_keep(const std::string& command) {
   } catch (const runtime::SwitchCliError& e) {
     // The switch no longer has it (INVALID_HANDLE, INVALID_MGID, ...): nothing to retry.
     if (std::string(e.what()).find("(INVALID_") != std::string::npos) return;
-    spdlog::error("p4 agent '{}': {}; tried again later", spec_.name, e.what());
+    spdlog::error("p4 agent '{}': {}; tried again later", name(), e.what());
     pending_deletes_.push_back(command);
   }
 }
@@ -258,7 +216,7 @@ nlohmann::json P4SwitchAgent::stats() {
     nlohmann::json job = {{"entries", installed.entries.size()},
                           {"members", installed.members.size()},
                           {"members_heard", heard}};
-    if (const auto slice = slices_.slice_of(id)) job["static_slice"] = {slice->first, slice->count};
+    if (const auto slice = book_.slice_of(id)) job["static_slice"] = {slice->first, slice->count};
     jobs[std::to_string(id)] = job;
   }
   nlohmann::json steps = nlohmann::json::object();
@@ -268,7 +226,7 @@ nlohmann::json P4SwitchAgent::stats() {
       steps[kNextSteps[i]] = number_after(cli_->run(command), "bytes,", command);
     } catch (const runtime::SwitchCliError& e) {
       steps[kNextSteps[i]] = nullptr;
-      spdlog::warn("p4 agent '{}': {}", spec_.name, e.what());
+      spdlog::warn("p4 agent '{}': {}", name(), e.what());
     }
   }
   return {{"jobs", jobs},

@@ -25,7 +25,7 @@
 
 #include "control/cluster_config.h"
 #include "control/p4_entries.h"
-#include "control/slice_allocator.h"
+#include "daemons/p4_job_book.h"
 #include "runtime/event_loop.h"
 #include "runtime/switch_cli.h"
 
@@ -37,7 +37,7 @@ class P4SwitchAgent {
   P4SwitchAgent(const control::ClusterConfig& fabric, const std::string& name,
                 std::unique_ptr<runtime::SwitchCli> cli,
                 const control::P4Limits& limits = control::P4Limits::bmv2());
-  P4SwitchAgent(const P4SwitchAgent&) = delete;  // spec_ refers into fabric_
+  P4SwitchAgent(const P4SwitchAgent&) = delete;
   P4SwitchAgent& operator=(const P4SwitchAgent&) = delete;
 
   static constexpr Duration kLearnPeriod = 20 * kMillisecond;
@@ -56,9 +56,9 @@ class P4SwitchAgent {
   std::size_t retry_deletes();
 
   nlohmann::json stats();
-  const runtime::Endpoint& address() const { return spec_.address; }
-  const std::string& name() const { return spec_.name; }
-  const control::ClusterConfig& fabric() const { return fabric_; }
+  const runtime::Endpoint& address() const { return book_.spec().address; }
+  const std::string& name() const { return book_.spec().name; }
+  const control::ClusterConfig& fabric() const { return book_.fabric(); }
 
   std::vector<std::uint32_t> job_ids() const;
   void admit(const control::ClusterConfig& cluster, std::uint32_t job);
@@ -84,15 +84,9 @@ class P4SwitchAgent {
   void delete_or_keep(const std::string& command);
   void update_node(Installed& job);
   void add_group(const control::P4MulticastGroup& group, Installed& done);
-  control::P4Entries entries_of(engines::SwitchJob job, const runtime::AddressBook& book);
 
-  control::ClusterConfig fabric_;
-  const control::SwitchSpec& spec_;
-  engines::SwitchConfig profile_;
-  control::P4Limits limits_;
+  P4JobBook book_;
   std::unique_ptr<runtime::SwitchCli> cli_;
-  control::SliceAllocator slices_;
-  control::SliceAllocator member_slots_;  // slot s + 1 of register heard (0 is the hops up's)
   std::map<std::uint32_t, Installed> jobs_;
   Time started_ = 0;
   int tick_timer_ = -1, learn_timer_ = -1;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/child_process.h"
 #include "runtime/event_loop.h"
 
 namespace atp::runtime {
@@ -21,25 +22,6 @@ constexpr std::string_view kPrompt = "RuntimeCmd: ";
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
-}
-
-// The child's side: stdin from `in`, stdout and stderr to `out`, then the CLI.
-[[noreturn]] void exec_cli(const std::string& program, std::uint16_t port, int in, int out) {
-  // The agent's loop blocks SIGINT and SIGTERM (it reads them from a signalfd); the CLI must
-  // not inherit that. Its own process group: stop() ends whatever it started too.
-  sigset_t none;
-  ::sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  ::setpgid(0, 0);
-  ::dup2(in, STDIN_FILENO);
-  ::dup2(out, STDOUT_FILENO);
-  ::dup2(out, STDERR_FILENO);
-  const std::string port_text = std::to_string(port);
-  const char* argv[] = {program.c_str(), "--thrift-port", port_text.c_str(), nullptr};
-  ::execvp(program.c_str(), const_cast<char* const*>(argv));
-  const std::string why = program + ": " + std::strerror(errno) + "\n";
-  [[maybe_unused]] auto written = ::write(STDOUT_FILENO, why.data(), why.size());
-  ::_exit(127);
 }
 
 }  // namespace
@@ -75,7 +57,7 @@ void Bmv2Cli::start() {
     throw SwitchCliError(std::string("pipe: ") + std::strerror(errno));
   }
   pid_ = ::fork();
-  if (pid_ == 0) exec_cli(program_, thrift_port_, to[0], from[1]);
+  if (pid_ == 0) exec_child({program_, "--thrift-port", std::to_string(thrift_port_)}, to[0], from[1]);
   ::close(to[0]);
   ::close(from[1]);
   to_cli_ = to[1];
@@ -152,8 +134,7 @@ void Bmv2Cli::stop() {
     const Time deadline = monotonic_now() + kSecond;
     while (::waitpid(pid_, &status, WNOHANG) == 0) {
       if (monotonic_now() > deadline) {
-        if (::kill(-pid_, SIGKILL) != 0) ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status, 0);
+        kill_child(pid_);
         break;
       }
       ::usleep(10'000);

@@ -1,0 +1,61 @@
+#pragma once
+// `atp p4 agent --target tofino`: the control plane of one Tofino switch, beside it. It answers
+// the controller's admissions and removals as the BMv2 agent does (control_requests.h), and
+// turns each change into one bfrt_python script (control::bfrt_python_script, the script
+// `atp p4 config --target tofino` prints) that it writes into its script folder and runs through
+// the SDE's shell:
+//  - at start: the profile, the IPv4 routes and the cluster file's jobs;
+//  - admit: the job's entries and multicast group (a job already here: its old ones deleted
+//    first); a script the shell fails leaves the job out, and the error is the shell's output;
+//  - remove: the job's entries deleted.
+// What it leaves to others: the claim clock (claim_clock_forever(), which the start script
+// defines, runs in a long-lived bfrt_python session; docs/p4.md) and member learning (a job's
+// group holds every member from its admission, as in `atp p4 config`'s output).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "daemons/p4_job_book.h"
+#include "runtime/event_loop.h"
+
+namespace atp::daemons {
+
+class TofinoSwitchAgent {
+ public:
+  // Runs the script at a path on the switch; throws runtime::SwitchCliError when it fails
+  // (runtime::BfrtShell::run_script).
+  using ScriptRunner = std::function<void(const std::string& path)>;
+
+  // Writes and runs the start script; throws what the shell or the cluster file refused.
+  TofinoSwitchAgent(const control::ClusterConfig& fabric, const std::string& name,
+                    ScriptRunner run, std::string script_dir, std::string program = "atp");
+  TofinoSwitchAgent(const TofinoSwitchAgent&) = delete;
+  TofinoSwitchAgent& operator=(const TofinoSwitchAgent&) = delete;
+
+  void attach(runtime::EventLoop&) {}  // nothing periodic: see the header comment
+
+  nlohmann::json stats() const;
+  const runtime::Endpoint& address() const { return book_.spec().address; }
+  const std::string& name() const { return book_.spec().name; }
+  const control::ClusterConfig& fabric() const { return book_.fabric(); }
+
+  std::vector<std::uint32_t> job_ids() const;
+  void admit(const control::ClusterConfig& cluster, std::uint32_t job);
+  bool remove_job(std::uint32_t job);
+
+ private:
+  // Writes `script` to the folder as <switch>-<n>-<what>.py and runs it.
+  void run_script(const std::string& what, const std::string& script);
+
+  P4JobBook book_;
+  ScriptRunner run_;
+  std::string dir_, program_;
+  std::map<std::uint32_t, control::P4Entries> jobs_;  // what each job's last script added
+  std::uint64_t scripts_ = 0, failures_ = 0;
+  std::string last_error_;
+};
+
+}  // namespace atp::daemons

@@ -1,0 +1,79 @@
+#include "runtime/bfrt_shell.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/child_process.h"
+#include "runtime/event_loop.h"
+
+namespace atp::runtime {
+
+bool bfrt_answer_failed(const std::string& answer) {
+  for (std::size_t at = 0; at < answer.size();) {
+    const std::size_t end = std::min(answer.find('\n', at), answer.size());
+    const std::string_view line(answer.data() + at, end - at);
+    if (line.starts_with("Error") || line.starts_with("Traceback (most recent call last)"))
+      return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+BfrtShell::BfrtShell(std::vector<std::string> command, Duration budget)
+    : command_(std::move(command)), budget_(budget) {
+  if (command_.empty() || command_.front().empty())
+    throw std::invalid_argument("the bfrt shell command is empty");
+}
+
+std::string BfrtShell::run_script(const std::string& path) const {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw SwitchCliError(std::string("pipe: ") + std::strerror(errno));
+  const int no_input = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  std::vector<std::string> argv = command_;
+  argv.push_back(path);
+  const pid_t pid = ::fork();
+  if (pid == 0) exec_child(argv, no_input, out[1]);
+  ::close(out[1]);
+  if (no_input >= 0) ::close(no_input);
+  if (pid < 0) {
+    ::close(out[0]);
+    throw SwitchCliError(std::string("fork: ") + std::strerror(errno));
+  }
+  const std::string what = "bfrt script " + path + " (" + command_.front() + ")";
+  const Time deadline = monotonic_now() + budget_;
+  std::string output;
+  for (;;) {
+    const Time left = deadline - monotonic_now();
+    pollfd p{out[0], POLLIN, 0};
+    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left / kMillisecond) + 1) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      kill_child(pid);
+      ::close(out[0]);
+      throw SwitchCliError(what + ": not done within " + std::to_string(budget_ / kSecond) +
+                           " s, stopped: " + output);
+    }
+    char buffer[65536];
+    const ssize_t n = ::read(out[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the shell (and whatever it started) closed its output
+    output.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(out[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!exited_ok || bfrt_answer_failed(output))
+    throw SwitchCliError(what + (exited_ok ? " reported a failure: " : " failed (exit " +
+                                 std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                                 "): ") + output);
+  return output;
+}
+
+}  // namespace atp::runtime
