@@ -391,6 +391,12 @@ TEST(TofinoSwitchAgent, StartsWithTheScriptAtpP4ConfigPrints) {
   EXPECT_EQ(a.scripts[0].first, "rackA-1-start.py");
   EXPECT_EQ(a.scripts[0].second, control::bfrt_python_script(control::p4_switch(f, "rackA", tofino())));
   EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7, 8}));
+  // The claim clock's own script, for a session of its own: it starts the clock.
+  std::ifstream clock(a.dir / "rackA-claim-clock.py");
+  const std::string text(std::istreambuf_iterator<char>(clock), {});
+  EXPECT_NE(text.find("def claim_clock_forever("), std::string::npos);
+  EXPECT_TRUE(text.ends_with("\nclaim_clock_forever()\n"));
+  EXPECT_EQ(text.find(".add_with_"), std::string::npos);  // no entry: it may run beside them
 }
 
 TEST(TofinoSwitchAgent, AdmittingAndRemovingAJobRunTheJobsScripts) {
@@ -409,6 +415,7 @@ TEST(TofinoSwitchAgent, AdmittingAndRemovingAJobRunTheJobsScripts) {
             control::bfrt_python_script(control::p4_switch_job(f, "rackA", 8, tofino()), "atp", true));
   EXPECT_FALSE(a.agent->remove_job(8));
   EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7}));
+  EXPECT_EQ(a.agent->stats()["scripts_run"], 3);
 }
 
 TEST(TofinoSwitchAgent, AdmittingAJobAgainDeletesItsEntriesFirst) {
@@ -420,25 +427,53 @@ TEST(TofinoSwitchAgent, AdmittingAJobAgainDeletesItsEntriesFirst) {
   EXPECT_EQ(a.scripts[2].first, "rackA-3-job7-add.py");
 }
 
-// A script the shell fails leaves the job out, and what it held free for the next one.
+// A readmission the cluster file refuses touches nothing: the job keeps its entries and slice.
+TEST(TofinoSwitchAgent, ARefusedReadmissionLeavesTheJobAsItWas) {
+  TofinoAgent a(fabric("static", kJob7));
+  EXPECT_THROW(a.agent->admit(fabric("static", kJob8), 7), std::invalid_argument);
+  EXPECT_EQ(a.scripts.size(), 1u);  // no delete ran
+  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7}));
+  EXPECT_EQ(a.agent->stats()["jobs"]["7"]["static_slice"], (nlohmann::json{0, 4096}));
+}
+
+// A script the shell fails is undone as far as it goes, and leaves the job out, what it held
+// free for the next one.
 TEST(TofinoSwitchAgent, AScriptTheShellFailsLeavesTheJobOut) {
   TofinoAgent a(fabric("static"));
   a.fail = true;
   EXPECT_THROW(a.agent->admit(fabric("static", kJob7), 7), runtime::SwitchCliError);
+  ASSERT_EQ(a.scripts.size(), 3u);
+  EXPECT_EQ(a.scripts[2].first, "rackA-3-job7-undo.py");
   EXPECT_TRUE(a.agent->job_ids().empty());
-  EXPECT_EQ(a.agent->stats()["scripts"]["failed"], 1);
+  EXPECT_EQ(a.agent->stats()["scripts_failed"], 2);
   a.fail = false;
   a.agent->admit(fabric("static", kJob8), 8);  // the whole pool: job 7 holds none of it
   EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{8}));
   EXPECT_EQ(a.agent->stats()["jobs"]["8"]["static_slice"], (nlohmann::json{0, 4096}));
 }
 
-TEST(TofinoSwitchAgent, AFailedDeleteKeepsTheJob) {
-  TofinoAgent a(fabric("atp", kJob7));
+// A delete that fails partway would fail on the keys it deleted if run again: the job is
+// forgotten, its slice free, and the error said.
+TEST(TofinoSwitchAgent, AFailedDeleteForgetsTheJobAndSaysSo) {
+  TofinoAgent a(fabric("static", kJob7));
   a.fail = true;
   EXPECT_THROW(a.agent->remove_job(7), runtime::SwitchCliError);
-  EXPECT_THROW(a.agent->admit(fabric("atp", kJob7), 7), runtime::SwitchCliError);
-  EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7}));
+  EXPECT_TRUE(a.agent->job_ids().empty());
+  EXPECT_NE(a.agent->stats()["last_error"].get<std::string>().find("job7-remove"), std::string::npos);
+  a.fail = false;
+  a.agent->admit(fabric("static", kJob8), 8);
+  EXPECT_EQ(a.agent->stats()["jobs"]["8"]["static_slice"], (nlohmann::json{0, 4096}));
+}
+
+// A restarted agent numbers its scripts on from the folder's newest: none is overwritten.
+TEST(TofinoSwitchAgent, ARestartedAgentKeepsTheFoldersScripts) {
+  TofinoAgent a(fabric("atp", kJob7));
+  a.agent->admit(fabric("atp", kJob7), 7);
+  a.agent.reset();
+  a.agent = std::make_unique<TofinoSwitchAgent>(fabric("atp", kJob7), "rackA",
+                                                [](const std::string&) {}, a.dir.string());
+  EXPECT_TRUE(std::filesystem::exists(a.dir / "rackA-1-start.py"));
+  EXPECT_TRUE(std::filesystem::exists(a.dir / "rackA-4-start.py"));
 }
 
 }  // namespace

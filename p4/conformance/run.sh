@@ -53,7 +53,8 @@ elif command -v p4c >/dev/null && p4c --target tofino --help >/dev/null 2>&1; th
   ok=1
   "$build/bin/atp" ctl --socket "$agent/control.sock" remove --job 8 >/dev/null || ok=0
   "$build/bin/atp" ctl --socket "$agent/control.sock" admit --config "$example" --job 8 >/dev/null || ok=0
-  kill "$agent_pid" 2>/dev/null; wait "$agent_pid" || true
+  kill "$agent_pid" 2>/dev/null || true
+  wait "$agent_pid" || true
   if [ "$ok" != 1 ] || [ ! -f "$agent/rackA-3-job8-add.py" ]; then
     cat "$agent/agent.log"
     echo "p4-test: the Tofino agent's scripts were refused (log above, scripts in $agent)"

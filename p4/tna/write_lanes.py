@@ -19,13 +19,13 @@ def constant(name):
 
 LATE = constant("ATP_FIRST_PASS_VALUES")             # after the decision, in every pass
 EARLY = constant("ATP_LATER_PASS_VALUES") - LATE     # stages 4-7, in the passes after the first
-PASSES = 4                                           # trips through the pipe, at most
+PASSES = 4  # trips through the pipe, at most: 2 to 4 (three beyond_* fields, pass_step size 8)
 K = LATE + (PASSES - 1) * (LATE + EARLY)             # values per packet
 # END[p]: the values before pass p + 1 (pass 0 is the first).
 END = [LATE + p * (LATE + EARLY) for p in range(PASSES)]
 # The metadata fields (p4/common/headers.p4) that say how many values lie beyond each pass.
 BEYOND = ["beyond_first", "beyond_second", "beyond_third"][:PASSES - 1]
-assert len(BEYOND) == PASSES - 1, "add a beyond_* field to atp_meta_t for each pass but the last"
+assert 2 <= PASSES and len(BEYOND) == PASSES - 1, "a beyond_* field of atp_meta_t per pass but the last"
 # Where each early lane's table stands: the stateful ALUs the control leaves free in stages 4-7.
 EARLY_STAGES = [4, 4, 5, 5, 6, 6, 6, 7, 7, 7, 7]
 # And each late lane's: beside the missing count and sticky flags in 8, then four in 10 and 11
@@ -136,6 +136,8 @@ def pass_plan():
     for p in range(1, PASSES - 1):
         for last in range(p + 1, PASSES):
             out.append(entry(1, p, last, "_", anys, "next_go_round()"))
+    entries = sum(1 for line in out if line.startswith("    ("))
+    assert entries <= 8, f"{entries} pass_step entries: raise its size in atp.p4"
     return out + [""]
 
 

@@ -33,16 +33,19 @@ control::P4Entries P4JobBook::plan(const control::ClusterConfig& cluster, std::u
   if (!entry)
     throw std::invalid_argument("job " + std::to_string(job) + " does not use switch '" +
                                 spec_.name + "'");
-  const auto held = slices_.slice_of(job);
-  const auto slots = member_slots_.slice_of(job);
+  const Held before = held(job);
   try {
     control::place_static_slice(slices_, profile_.policy, *entry, spec_.name);
     return entries_of(std::move(*entry), book);
   } catch (...) {
-    if (held) slices_.reserve(job, *held); else slices_.release(job);
-    if (slots) member_slots_.reserve(job, *slots); else member_slots_.release(job);
+    restore(job, before);
     throw;
   }
+}
+
+void P4JobBook::restore(std::uint32_t job, const Held& held) {
+  if (held.slice) slices_.reserve(job, *held.slice); else slices_.release(job);
+  if (held.slots) member_slots_.reserve(job, *held.slots); else member_slots_.release(job);
 }
 
 void P4JobBook::release(std::uint32_t job) {

@@ -39,6 +39,12 @@ class P4JobBook {
   const engines::SwitchConfig& profile() const { return profile_; }
 
  private:
+  // What a job holds, given back when its plan is refused.
+  struct Held {
+    std::optional<control::Slice> slice, slots;
+  };
+  Held held(std::uint32_t job) const { return {slices_.slice_of(job), member_slots_.slice_of(job)}; }
+  void restore(std::uint32_t job, const Held& held);
   control::P4Entries entries_of(engines::SwitchJob job, const runtime::AddressBook& book);
 
   control::ClusterConfig fabric_;

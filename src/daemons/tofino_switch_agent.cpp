@@ -1,5 +1,8 @@
 #include "daemons/tofino_switch_agent.h"
 
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -7,25 +10,54 @@
 
 namespace atp::daemons {
 
+namespace {
+
+// The number of the newest script of switch `name` in `dir` (0: none): a restarted agent
+// numbers on from it, so the folder keeps every change.
+std::uint64_t newest_script(const std::string& dir, const std::string& name) {
+  std::uint64_t newest = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (!file.starts_with(name + "-")) continue;
+    std::uint64_t n = 0;
+    const char* first = file.data() + name.size() + 1;
+    if (std::from_chars(first, file.data() + file.size(), n).ec == std::errc{})
+      newest = std::max(newest, n);
+  }
+  return newest;
+}
+
+}  // namespace
+
 TofinoSwitchAgent::TofinoSwitchAgent(const control::ClusterConfig& fabric, const std::string& name,
                                      ScriptRunner run, std::string script_dir, std::string program)
     : book_(fabric, name, control::P4Limits::tofino()), run_(std::move(run)),
-      dir_(std::move(script_dir)), program_(std::move(program)) {
+      dir_(std::move(script_dir)), program_(std::move(program)),
+      scripts_(newest_script(dir_, name)) {
   control::P4Entries start = book_.base();
   auto jobs = book_.file_jobs();
   for (const auto& [id, entries] : jobs) start.append(entries);
+  // The claim clock runs for as long as the switch does, in a session of its own: a script
+  // that only starts it (run with the SDE's shell, it never ends). The start script defines it
+  // too, unstarted, as `atp p4 config` prints it.
+  control::P4Entries clock;
+  clock.stale_after = start.stale_after;
+  write_script(dir_ + "/" + name + "-claim-clock.py",
+               control::bfrt_python_script(clock, program_) + "claim_clock_forever()\n");
   run_script("start", control::bfrt_python_script(start, program_));
   for (auto& [id, entries] : jobs) jobs_[id] = std::move(entries);
 }
 
+void TofinoSwitchAgent::write_script(const std::string& path, const std::string& script) const {
+  std::ofstream file(path);
+  file << script;
+  if (!file.flush()) throw std::runtime_error("p4 agent '" + name() + "': cannot write " + path);
+}
+
 void TofinoSwitchAgent::run_script(const std::string& what, const std::string& script) {
   const std::string path = dir_ + "/" + name() + "-" + std::to_string(++scripts_) + "-" + what + ".py";
-  {
-    std::ofstream file(path);
-    file << script;
-    if (!file.flush())
-      throw std::runtime_error("p4 agent '" + name() + "': cannot write " + path);
-  }
+  write_script(path, script);
+  ++scripts_run_;
   try {
     run_(path);
   } catch (const runtime::SwitchCliError& e) {
@@ -41,19 +73,29 @@ std::vector<std::uint32_t> TofinoSwitchAgent::job_ids() const {
   return ids;
 }
 
-// A job already here is deleted first (bfrt refuses a key it has): if that fails, it keeps
-// what it held; if its new entries are then refused, it is left out, as a new job would be.
+// The new entries are derived (and checked) before the switch is touched: refused, the job
+// keeps what it held. A job already here is deleted first (bfrt refuses a key it has); if that
+// fails, the job is forgotten (delete_job).
 void TofinoSwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32_t job) {
-  const auto old = jobs_.find(job);
-  if (old != jobs_.end())
-    run_script("job" + std::to_string(job) + "-remove",
-               control::bfrt_python_script(old->second, program_, true));
-  control::P4Entries entries;
+  control::P4Entries entries = book_.plan(cluster, job);
+  if (jobs_.contains(job)) {
+    try {
+      delete_job(job);
+    } catch (...) {
+      book_.release(job);
+      throw;
+    }
+  }
+  const std::string tag = "job" + std::to_string(job);
   try {
-    entries = book_.plan(cluster, job);
-    run_script("job" + std::to_string(job) + "-add", control::bfrt_python_script(entries, program_));
-  } catch (...) {
-    if (old != jobs_.end()) jobs_.erase(old);  // its entries were deleted above
+    run_script(tag + "-add", control::bfrt_python_script(entries, program_));
+  } catch (const runtime::SwitchCliError& e) {
+    // What ran before the failing line stays on the switch: deleted again, as far as it goes,
+    // so that the next admission finds no key of this one.
+    try {
+      run_script(tag + "-undo", control::bfrt_python_script(entries, program_, true));
+    } catch (const runtime::SwitchCliError&) {
+    }
     book_.release(job);
     throw;
   }
@@ -61,13 +103,25 @@ void TofinoSwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32
 }
 
 bool TofinoSwitchAgent::remove_job(std::uint32_t job) {
-  const auto it = jobs_.find(job);
-  if (it == jobs_.end()) return false;
-  run_script("job" + std::to_string(job) + "-remove",
-             control::bfrt_python_script(it->second, program_, true));
-  jobs_.erase(it);
+  if (!jobs_.contains(job)) return false;
+  try {
+    delete_job(job);
+  } catch (...) {
+    book_.release(job);
+    throw;
+  }
   book_.release(job);
   return true;
+}
+
+// A delete script that fails partway has deleted some keys: run again, it would fail on those
+// forever. The job is forgotten either way, and the error names the script, whose remaining
+// lines an operator can run by hand.
+void TofinoSwitchAgent::delete_job(std::uint32_t job) {
+  const control::P4Entries entries = std::move(jobs_.at(job));
+  jobs_.erase(job);
+  run_script("job" + std::to_string(job) + "-remove",
+             control::bfrt_python_script(entries, program_, true));
 }
 
 nlohmann::json TofinoSwitchAgent::stats() const {
@@ -77,9 +131,12 @@ nlohmann::json TofinoSwitchAgent::stats() const {
     if (const auto slice = book_.slice_of(id)) j["static_slice"] = {slice->first, slice->count};
     jobs[std::to_string(id)] = j;
   }
+  // Counts at the top level: the metrics endpoint exports those (and jobs.*).
   return {{"jobs", jobs},
-          {"scripts", {{"run", scripts_}, {"failed", failures_}, {"last_error", last_error_},
-                       {"folder", dir_}}}};
+          {"scripts_run", scripts_run_},
+          {"scripts_failed", failures_},
+          {"last_error", last_error_},
+          {"script_folder", dir_}};
 }
 
 }  // namespace atp::daemons

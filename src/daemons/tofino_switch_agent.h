@@ -5,12 +5,16 @@
 // `atp p4 config --target tofino` prints) that it writes into its script folder and runs through
 // the SDE's shell:
 //  - at start: the profile, the IPv4 routes and the cluster file's jobs;
-//  - admit: the job's entries and multicast group (a job already here: its old ones deleted
-//    first); a script the shell fails leaves the job out, and the error is the shell's output;
-//  - remove: the job's entries deleted.
-// What it leaves to others: the claim clock (claim_clock_forever(), which the start script
-// defines, runs in a long-lived bfrt_python session; docs/p4.md) and member learning (a job's
-// group holds every member from its admission, as in `atp p4 config`'s output).
+//  - admit: the job's entries and multicast group, derived before the switch is touched (a job
+//    already here: its old ones deleted first); an add script the shell fails is undone as far
+//    as it goes and leaves the job out, the error being the shell's output;
+//  - remove: the job's entries deleted; a delete script that fails is reported and the job
+//    forgotten (its remaining lines are in the folder).
+// What it leaves to others: the claim clock (it writes <switch>-claim-clock.py, which runs
+// claim_clock_forever() for as long as the shell that runs it lives; docs/p4.md) and member
+// learning (a job's group holds every member from its admission, as in `atp p4 config`'s).
+// Each script runs to its end before the next request is read: a shell slower than the
+// controller's call budget (5 s) makes admissions time out there (docs/p4.md).
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -49,12 +53,15 @@ class TofinoSwitchAgent {
  private:
   // Writes `script` to the folder as <switch>-<n>-<what>.py and runs it.
   void run_script(const std::string& what, const std::string& script);
+  void write_script(const std::string& path, const std::string& script) const;
+  void delete_job(std::uint32_t job);
 
   P4JobBook book_;
   ScriptRunner run_;
   std::string dir_, program_;
   std::map<std::uint32_t, control::P4Entries> jobs_;  // what each job's last script added
-  std::uint64_t scripts_ = 0, failures_ = 0;
+  std::uint64_t scripts_ = 0;  // the newest script's number in the folder
+  std::uint64_t scripts_run_ = 0, failures_ = 0;
   std::string last_error_;
 };
 

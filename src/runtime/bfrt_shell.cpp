@@ -35,12 +35,17 @@ std::string BfrtShell::run_script(const std::string& path) const {
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0) throw SwitchCliError(std::string("pipe: ") + std::strerror(errno));
   const int no_input = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (no_input < 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    throw SwitchCliError(std::string("/dev/null: ") + std::strerror(errno));
+  }
   std::vector<std::string> argv = command_;
   argv.push_back(path);
   const pid_t pid = ::fork();
   if (pid == 0) exec_child(argv, no_input, out[1]);
   ::close(out[1]);
-  if (no_input >= 0) ::close(no_input);
+  ::close(no_input);
   if (pid < 0) {
     ::close(out[0]);
     throw SwitchCliError(std::string("fork: ") + std::strerror(errno));
@@ -66,8 +71,18 @@ std::string BfrtShell::run_script(const std::string& path) const {
     output.append(buffer, static_cast<std::size_t>(n));
   }
   ::close(out[0]);
+  // A shell that closed its output may still run: it gets what is left of the budget.
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (monotonic_now() > deadline) {
+      kill_child(pid);
+      throw SwitchCliError(what + ": not done within " + std::to_string(budget_ / kSecond) +
+                           " s, stopped: " + output);
+    }
+    ::usleep(10'000);
+  }
   const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!exited_ok || bfrt_answer_failed(output))
     throw SwitchCliError(what + (exited_ok ? " reported a failure: " : " failed (exit " +
