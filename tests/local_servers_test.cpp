@@ -195,5 +195,14 @@ TEST(ControlSocket, APeerOfAnotherUserIsNotAnswered) {
   EXPECT_EQ(control_request(daemon.path(), {{"cmd", "ping"}})["ok"], true);  // its own user is
 }
 
+// Every metric name is one Prometheus identifier, whatever the daemon's kind is called.
+TEST(Metrics, AKindOfSeveralWordsMakesOneMetricName) {
+  const std::string text = prometheus_text(
+      "p4 agent", "rackA", {{"scripts_run", 3}, {"last_error", "x"}, {"jobs", {{"7", {{"entries", 10}}}}}});
+  EXPECT_EQ(text,
+            "atp_p4_agent_scripts_run{p4_agent=\"rackA\"} 3\n"
+            "atp_p4_agent_job_entries{p4_agent=\"rackA\",job=\"7\"} 10\n");
+}
+
 }  // namespace
 }  // namespace atp::runtime

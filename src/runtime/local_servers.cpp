@@ -1,5 +1,7 @@
 #include "runtime/local_servers.h"
 
+#include <cctype>
+
 #include "runtime/endpoint.h"
 
 #include <arpa/inet.h>
@@ -298,15 +300,18 @@ MetricsServer::~MetricsServer() = default;
 std::string prometheus_text(const std::string& kind, const std::string& name,
                             const nlohmann::json& stats) {
   std::string out;
-  const std::string label = kind + "=\"" + name + "\"";
+  std::string metric_kind = kind;
+  for (char& c : metric_kind)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  const std::string label = metric_kind + "=\"" + name + "\"";
   for (const auto& [field, value] : stats.items())
     if (value.is_number())
-      out += "atp_" + kind + "_" + field + "{" + label + "} " + value.dump() + "\n";
+      out += "atp_" + metric_kind + "_" + field + "{" + label + "} " + value.dump() + "\n";
   if (stats.contains("jobs"))
     for (const auto& [job, counters] : stats["jobs"].items())
       for (const auto& [field, value] : counters.items())
         if (value.is_number())
-          out += "atp_" + kind + "_job_" + field + "{" + label + ",job=\"" + job + "\"} " +
+          out += "atp_" + metric_kind + "_job_" + field + "{" + label + ",job=\"" + job + "\"} " +
                  value.dump() + "\n";
   return out;
 }

@@ -97,6 +97,7 @@ class MetricsServer {
 
 // Prometheus text for a daemon's statistics: numbers at the top level become
 // atp_<kind>_<field>{<kind>="<name>"}, numbers under "jobs" atp_<kind>_job_<field>{..., job="id"}.
+// A kind of several words ("p4 agent") is joined by underscores: a metric name has no space.
 std::string prometheus_text(const std::string& kind, const std::string& name,
                             const nlohmann::json& stats);
 
