@@ -15,14 +15,7 @@
 namespace atp::runtime {
 
 bool bfrt_answer_failed(const std::string& answer) {
-  for (std::size_t at = 0; at < answer.size();) {
-    const std::size_t end = std::min(answer.find('\n', at), answer.size());
-    const std::string_view line(answer.data() + at, end - at);
-    if (line.starts_with("Error") || line.starts_with("Traceback (most recent call last)"))
-      return true;
-    at = end + 1;
-  }
-  return false;
+  return some_line_starts_with(answer, {"Error", "Traceback (most recent call last)"});
 }
 
 BfrtShell::BfrtShell(std::vector<std::string> command, Duration budget)
@@ -53,6 +46,10 @@ std::string BfrtShell::run_script(const std::string& path) const {
   const std::string what = "bfrt script " + path + " (" + command_.front() + ")";
   const Time deadline = monotonic_now() + budget_;
   std::string output;
+  const auto out_of_budget = [&] {
+    return SwitchCliError(what + ": not done within " + std::to_string(budget_ / kSecond) +
+                          " s, stopped: " + output);
+  };
   for (;;) {
     const Time left = deadline - monotonic_now();
     pollfd p{out[0], POLLIN, 0};
@@ -61,8 +58,7 @@ std::string BfrtShell::run_script(const std::string& path) const {
     if (ready <= 0) {
       kill_child(pid);
       ::close(out[0]);
-      throw SwitchCliError(what + ": not done within " + std::to_string(budget_ / kSecond) +
-                           " s, stopped: " + output);
+      throw out_of_budget();
     }
     char buffer[65536];
     const ssize_t n = ::read(out[0], buffer, sizeof buffer);
@@ -72,17 +68,9 @@ std::string BfrtShell::run_script(const std::string& path) const {
   }
   ::close(out[0]);
   // A shell that closed its output may still run: it gets what is left of the budget.
-  int status = 0;
-  for (;;) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid || (done < 0 && errno != EINTR)) break;
-    if (monotonic_now() > deadline) {
-      kill_child(pid);
-      throw SwitchCliError(what + ": not done within " + std::to_string(budget_ / kSecond) +
-                           " s, stopped: " + output);
-    }
-    ::usleep(10'000);
-  }
+  const std::optional<int> waited = wait_child(pid, deadline);
+  if (!waited) throw out_of_budget();
+  const int status = *waited;
   const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (!exited_ok || bfrt_answer_failed(output))
     throw SwitchCliError(what + (exited_ok ? " reported a failure: " : " failed (exit " +

@@ -2,9 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,15 +25,7 @@ void close_fd(int& fd) {
 }  // namespace
 
 bool bmv2_answer_failed(const std::string& answer) {
-  for (std::size_t at = 0; at < answer.size();) {
-    const std::size_t end = std::min(answer.find('\n', at), answer.size());
-    const std::string_view line(answer.data() + at, end - at);
-    if (line.starts_with("Error") || line.starts_with("Invalid") ||
-        line.starts_with("*** Unknown syntax"))
-      return true;
-    at = end + 1;
-  }
-  return false;
+  return some_line_starts_with(answer, {"Error", "Invalid", "*** Unknown syntax"});
 }
 
 Bmv2Cli::Bmv2Cli(const std::string& program, std::uint16_t thrift_port, Duration answer_budget)
@@ -129,17 +119,7 @@ std::string Bmv2Cli::read_to_prompt(const std::string& waiting_for) {
 // Closing its stdin ends the CLI; one that does not end within a second is killed.
 void Bmv2Cli::stop() {
   close_fd(to_cli_);
-  if (pid_ > 0) {
-    int status = 0;
-    const Time deadline = monotonic_now() + kSecond;
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      if (monotonic_now() > deadline) {
-        kill_child(pid_);
-        break;
-      }
-      ::usleep(10'000);
-    }
-  }
+  if (pid_ > 0) wait_child(pid_, monotonic_now() + kSecond);
   pid_ = -1;
   close_fd(from_cli_);
 }

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "runtime/event_loop.h"
+
 namespace atp::runtime {
 
 void exec_child(const std::vector<std::string>& argv, int in, int out) {
@@ -24,6 +26,20 @@ void exec_child(const std::vector<std::string>& argv, int in, int out) {
   const std::string why = argv[0] + ": " + std::strerror(errno) + "\n";
   [[maybe_unused]] auto written = ::write(STDOUT_FILENO, why.data(), why.size());
   ::_exit(127);
+}
+
+std::optional<int> wait_child(int pid, Time deadline) {
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR) return 0;
+    if (monotonic_now() > deadline) {
+      kill_child(pid);
+      return std::nullopt;
+    }
+    ::usleep(10'000);
+  }
 }
 
 void kill_child(int pid) {

@@ -1,7 +1,10 @@
 #pragma once
-// What a control-plane child process (a switch's runtime CLI or shell) starts with.
+// A control-plane child process (a switch's runtime CLI or shell): how it starts and ends.
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "engines/common.h"
 
 namespace atp::runtime {
 
@@ -13,5 +16,9 @@ namespace atp::runtime {
 
 // Kills the child's process group (the child alone if it has none) and reaps it.
 void kill_child(int pid);
+
+// Reaps the child by `deadline` (monotonic_now's clock), or kills it then (kill_child).
+// Returns its wait status (0 if it cannot be waited for), or nothing if it was killed.
+std::optional<int> wait_child(int pid, Time deadline);
 
 }  // namespace atp::runtime
