@@ -241,13 +241,15 @@ TEST(WorkerRun, AsksTheFirstServerForItsRunBeforeAnyFragmentLeaves) {
   EXPECT_FALSE(w.run().has_value());
   out.clear();
 
-  // Unanswered: asked again on a doubling timer, capped at max_rto.
+  // Unanswered: asked again every initial RTO, never backed off (a job waits for its last
+  // join, and under loss a join is often lost more than once).
   EXPECT_EQ(w.next_timer(), 100);
   w.on_timer(100, out);
   EXPECT_EQ(out.size(), 1u);
+  EXPECT_EQ(w.next_timer(), 200);
+  w.on_timer(200, out);
+  EXPECT_EQ(out.size(), 2u);
   EXPECT_EQ(w.next_timer(), 300);
-  w.on_timer(300, out);
-  EXPECT_EQ(w.next_timer(), 600);
   out.clear();
 
   // Answers for another worker, or for this rank's previous launch, are not ours.

@@ -347,7 +347,6 @@ class Worker {
   // The handshake, while run_ is unknown: when it began (nullopt: not yet), next resend due.
   std::optional<Time> join_started_;
   Time join_resend_at_ = 0;
-  Duration join_interval_ = 0;  // from initial_rto, doubling up to max_rto (1 s at most)
   CongestionWindow cwnd_;
   AggregatorWindow aggregator_window_;  // config_.aggregator_window only
   RttEstimator rtt_;
