@@ -1,5 +1,6 @@
 // What `atp p4 config` installs on a P4 switch of a cluster file: the software switch's entries
 // with node ids replaced by the switch's ports, and the next hop's addresses per (job, port).
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -108,6 +109,51 @@ TEST(P4Entries, NoMemberMayBeBehindTheRecirculationPort) {
               ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("port 196 is where")));
 }
 
+// On a Tofino, front-panel ports in loopback mode share the passes with each pipe's port 68:
+// both parsers know them (ingress: what comes in is a later pass; egress: what goes out is not
+// Ethernet), and each pipe spreads its aggregators over its ports for passes in turn by the
+// index's low bits, one port per aggregator (its passes stay in order).
+TEST(P4Entries, LoopbackPortsShareTheirPipesPassesAggregatorByAggregator) {
+  P4Limits tofino = P4Limits::tofino();
+  tofino.values = 32;  // this file's K
+  const auto config = ClusterConfig::parse(one_rack(kWiring + "loopback_ports = [160, 168, 300]\n"));
+  const std::string script = bfrt_python_script(p4_switch_base(config, "rack0", tofino));
+  for (const char* parser : {"AtpIngressParser", "AtpEgressParser"})
+    for (int port : {160, 168, 300})
+      EXPECT_THAT(script, HasSubstr(fmt::format("p4.{}.loopback_ports.add(f1={}, f1_mask=0x1ff)\n",
+                                                parser, port)));
+  // Pipe 1 (ports 128-255): its port 68 (196), then 160 and 168, in turn over the buckets, so
+  // each takes 42 or 43 of the 128.
+  const int pipe1[] = {196, 160, 168};
+  for (std::uint32_t bucket = 0; bucket < kRoundBuckets; ++bucket)
+    EXPECT_THAT(script, HasSubstr(fmt::format(
+                            "p4.AtpIngress.round_ports.add_with_round_via(pipe=1, bucket={}, "
+                            "port={})\n", bucket, pipe1[bucket % 3])));
+  EXPECT_THAT(script, HasSubstr("round_via(pipe=2, bucket=1, port=300)\n"));
+  EXPECT_THAT(script, HasSubstr("round_via(pipe=2, bucket=2, port=324)\n"));
+  // Pipe 0 has none: its packets take the table's default, port 68.
+  EXPECT_THAT(script, ::testing::Not(HasSubstr("round_via(pipe=0")));
+  EXPECT_EQ(p4_switch_base(ClusterConfig::parse(one_rack(kWiring)), "rack0", tofino).tables.size(),
+            p4_switch_base(config, "rack0", tofino).tables.size() - 2 * 3 - 2 * kRoundBuckets);
+
+  auto refusal = [&](const std::string& loopback, const P4Limits& limits) {
+    try {
+      p4_switch_base(ClusterConfig::parse(one_rack(kWiring + "loopback_ports = " + loopback + "\n")),
+                     "rack0", limits);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_THAT(refusal("[160]", P4Limits::bmv2()), HasSubstr("loopback ports are for Tofino"));
+  EXPECT_THAT(refusal("[196]", tofino), HasSubstr("196 is its pipe's recirculation port"));
+  EXPECT_THAT(refusal("[192]", tofino), HasSubstr("192 is an internal port of pipe 1"));
+  EXPECT_THAT(refusal("[600]", tofino), HasSubstr("600 is beyond the target's 512 ports"));
+  std::string many = "[";
+  for (int p = 0; p < 65; ++p) many += std::to_string(256 + p) + ",";
+  EXPECT_THAT(refusal(many + "]", tofino), HasSubstr("at most 64, not 65"));
+}
+
 TEST(P4Entries, TheWiringIsCheckedWhenTheFileIsRead) {
   auto refusal = [](const std::string& wiring) {
     try {
@@ -130,6 +176,12 @@ TEST(P4Entries, TheWiringIsCheckedWhenTheFileIsRead) {
                       "{ port = 1, peer = \"10.0.0.2\", mac = \"02:00:00:00:00:02\" }, "
                       "{ port = 2, peer = \"10.0.0.2\", mac = \"02:00:00:00:00:03\" } ]\n"),
               HasSubstr("behind two ports"));
+  EXPECT_THAT(refusal(kWiring + "loopback_ports = [8, 4]\n"),
+              HasSubstr("port 4 leads to a neighbour, so it cannot loop back"));
+  EXPECT_THAT(refusal(kWiring + "loopback_ports = [8, 8]\n"), HasSubstr("loopback port 8 is listed twice"));
+  EXPECT_THAT(refusal(kWiring + "loopback_ports = 8\n"), HasSubstr("a list of port numbers"));
+  EXPECT_THAT(refusal(kWiring + "loopback_ports = [\"8\"]\n"), HasSubstr("a list of port numbers"));
+  EXPECT_THAT(refusal("loopback_ports = [8]\n"), HasSubstr("it needs `mac` and `ports` too"));
 }
 
 }  // namespace

@@ -123,6 +123,7 @@ struct atp_meta_t {
     bit<32> lane_index;      // TNA: a late lane's register, index + ATP_POOL x pass
     bit<1>  later_pass;      // TNA: a pass after the first (is_atp is 0 there: no checks)
     bit<1>  leave;           // TNA: this is the packet's last pass
+    bit<9>  round_port;      // TNA: the port the first pass sends the packet round through
     bit<16> beyond_first;    // TNA: values beyond the first pass's
     bit<16> beyond_second;   // TNA: and beyond the second's
     bit<16> beyond_third;    // TNA: and beyond the third's

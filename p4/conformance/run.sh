@@ -33,7 +33,11 @@ if [ ! -f "$here/p4/tna/atp.p4" ]; then
 elif command -v p4c >/dev/null && p4c --target tofino --help >/dev/null 2>&1; then
   "$here/p4/tna/fit.sh" "$out/tna"
   echo "p4-test: checking atp p4 config --target tofino against the fit's bfrt.json"
-  example="$here/examples/p4_two_racks.toml"
+  # The example with its loopback ports on (a Tofino-only key, commented out for BMv2's sake).
+  example="$out/tna/p4_two_racks_loopback.toml"
+  sed 's/^# loopback_ports = /loopback_ports = /' "$here/examples/p4_two_racks.toml" >"$example"
+  grep -q '^loopback_ports = ' "$example" ||
+    { echo "p4-test: examples/p4_two_racks.toml has no '# loopback_ports = ' line to turn on"; exit 1; }
   for name in rackA rackB spine; do
     "$build/bin/atp" p4 config --config "$example" --switch "$name" --target tofino \
       >"$out/tna/$name.py"

@@ -13,8 +13,10 @@
 #include "lanes.p4"  // ATP_LANES, the values per packet, and the passes that carry them
 
 // Each pipe's recirculation port on Tofino 1 is port 68 of the pipe (68, 196, 324, 452): a
-// packet goes round through its own pipe, whose registers hold its aggregator.
+// packet goes round through its own pipe, whose registers hold its aggregator. Front-panel
+// ports in loopback mode can share the load (loopback_ports, round_ports): docs/p4.md.
 #define ATP_RECIRCULATION_PORT_IN_PIPE 68
+#define ATP_LOOPBACK_PORTS 64  // at most, over all pipes: every front-panel port of a Tofino 1
 
 #include "../common/parser.p4"
 #include "../common/validate.p4"
@@ -26,6 +28,9 @@
 
 parser AtpIngressParser(packet_in pkt, out headers_t hdr, out atp_meta_t meta,
                         out ingress_intrinsic_metadata_t ig_md) {
+    // The front-panel ports in loopback mode that carry later passes besides port 68: what
+    // comes in on them is a pass header and the packet behind it (the control plane adds them).
+    value_set<bit<9>>(ATP_LOOPBACK_PORTS) loopback_ports;
     state start {
         pkt.extract(ig_md);
         pkt.advance(PORT_METADATA_SIZE);
@@ -34,6 +39,7 @@ parser AtpIngressParser(packet_in pkt, out headers_t hdr, out atp_meta_t meta,
         meta.leave = 0;
         transition select(ig_md.ingress_port) {
             ATP_RECIRCULATION_PORT_IN_PIPE &&& 0x7F : parse_pass;
+            loopback_ports : parse_pass;
             default : parse_ethernet;
         }
     }
@@ -156,11 +162,26 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
         const default_action = take_first_pass_decision();
         size = 1;
     }
+    // The port a packet goes round through, chosen in its first pass by its aggregator and
+    // kept for its later passes: every packet of an aggregator crosses the same port, so its
+    // passes still reach the registers in the order of the first passes (docs/p4.md). By
+    // default the pipe's own recirculation port; the control plane spreads the aggregators
+    // over the pipe's port 68 and loopback ports, in turn over the index's low seven bits.
+    action round_via_recirculation() {
+        meta.round_port = ig_md.ingress_port[8:7] ++ (bit<7>)ATP_RECIRCULATION_PORT_IN_PIPE;
+    }
+    action round_via(PortId_t port) { meta.round_port = port; }
+    @stage(8) table round_ports {
+        key = {
+            ig_md.ingress_port[8:7] : exact @name("pipe");
+            meta.index[6:0] : exact @name("bucket");
+        }
+        actions = { round_via; round_via_recirculation; }
+        const default_action = round_via_recirculation();
+        size = 512;  // 4 pipes x 128 buckets: a port's share of a pipe's passes is within 1/128
+    }
     // Another pass: the decision goes in front of the packet, which goes round its own pipe.
     // The lanes' rows for the next pass come with it, so that no stage computes them there.
-    action go_round() {
-        tm_md.ucast_egress_port = ig_md.ingress_port[8:7] ++ (bit<7>)ATP_RECIRCULATION_PORT_IN_PIPE;
-    }
     action first_go_round(bit<8> last_pass) {
         hdr.pass.setValid();
         hdr.pass.pass = 1;
@@ -174,13 +195,13 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
         hdr.pass.up_port = (bit<16>)meta.up_port;
         hdr.pass.answer_port = (bit<16>)meta.answer_port;
         hdr.pass.group = meta.group;
-        go_round();
+        tm_md.ucast_egress_port = meta.round_port;
     }
     action next_go_round() {
         hdr.pass.pass = hdr.pass.pass + 1;
         hdr.pass.late_index = hdr.pass.late_index + ATP_POOL;
         hdr.pass.early_index = hdr.pass.early_index + ATP_POOL;
-        go_round();
+        tm_md.ucast_egress_port = ig_md.ingress_port;  // round again the way it came
     }
     action last_pass() {
         hdr.pass.setInvalid();
@@ -243,6 +264,7 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta,
             meta.lane_index = meta.index;
             aggregator.apply(hdr, meta);
             pass_plan.apply();
+            round_ports.apply();
         }
         // The late lanes come right after the stages that name the phase, in every pass; the
         // first pass's decision comes after them in the program and beside them in the stages
@@ -281,11 +303,15 @@ struct atp_egress_meta_t {}
 parser AtpEgressParser(packet_in pkt, out headers_t hdr, out atp_egress_meta_t eg_meta,
                        out egress_intrinsic_metadata_t eg_md) {
     atp_meta_t meta;
+    // The ingress parser's loopback ports again: a packet going round through one has its pass
+    // header in front, which must not be read as Ethernet (the control plane adds both).
+    value_set<bit<9>>(ATP_LOOPBACK_PORTS) loopback_ports;
     state start {
         pkt.extract(eg_md);
         meta.is_atp = 0;
         transition select(eg_md.egress_port) {
             ATP_RECIRCULATION_PORT_IN_PIPE &&& 0x7F : accept;  // going round: all payload
+            loopback_ports : accept;
             default : parse_ethernet;
         }
     }

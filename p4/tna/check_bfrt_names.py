@@ -3,7 +3,8 @@
 bf-p4c wrote for p4/tna/atp.p4: every table exists, every action is one of the table's, every
 key and action field is named as bfrt_python names it (the P4 name with dots as underscores;
 `_mask` for ternary keys, `_p_length` for LPM keys, MATCH_PRIORITY where the table has one),
-no key is missing, and every value fits its field's width. There is no Tofino here to run the
+no key is missing, and every value fits its field's width (a parser value set's entries are
+`add` calls with its keys alone). There is no Tofino here to run the
 script on: this is what can be checked without one.
 
 Usage: check_bfrt_names.py BFRT_JSON SCRIPT...   (exit 1 on the first script with a problem)
@@ -13,7 +14,7 @@ import json
 import re
 import sys
 
-CALL = re.compile(r"^p4\.(?P<table>[\w.]+)\.(?P<method>add_with_\w+|set_default_with_\w+|delete|"
+CALL = re.compile(r"^p4\.(?P<table>[\w.]+)\.(?P<method>add_with_\w+|set_default_with_\w+|add|delete|"
                   r"reset_default)\((?P<args>.*)\)$")
 # The packet replication engine's fixed tables (not in bfrt.json): the fields the script sets.
 PRE = {"bfrt.pre.node.add": {"MULTICAST_NODE_ID", "MULTICAST_RID", "MULTICAST_LAG_ID", "DEV_PORT"},
@@ -67,6 +68,8 @@ def check_call(line, tables):
         if missing:
             raise ValueError(f"{name}: keys missing: {sorted(missing)}")
     data = {}
+    if method == "add" and table.get("table_type") != "ParserValueSet":
+        raise ValueError(f"{name}: add without an action is for a parser value set only")
     if "_with_" in method:
         action = method.split("_with_", 1)[1]
         specs = [a for a in table.get("action_specs", []) if a["name"].split(".")[-1] == action]

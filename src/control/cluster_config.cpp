@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <set>
 #include <stdexcept>
 #include <toml++/toml.h>
 
@@ -87,12 +88,35 @@ std::uint32_t ipv4_address(const std::string& text, const std::string& where) {
   return e->ip;
 }
 
-// A P4 switch's `mac` and `ports = [ { port = 1, peer = "10.0.0.2", mac = "..." }, ... ]`.
+// `loopback_ports = [ 152, 160 ]`: port numbers, none of them a port to a neighbour.
+std::vector<std::uint16_t> parse_loopback_ports(const toml::node& node, const std::set<std::uint16_t>& wired,
+                                                const std::string& where) {
+  const auto* list = node.as_array();
+  if (!list) fail(where, "loopback_ports must be a list of port numbers");
+  std::vector<std::uint16_t> out;
+  for (const auto& item : *list) {
+    const auto v = item.is_integer() ? item.value<std::int64_t>() : std::nullopt;
+    if (!v || *v < 0 || *v > 0xFFFF) fail(where, "loopback_ports must be a list of port numbers");
+    const auto port = static_cast<std::uint16_t>(*v);
+    if (wired.contains(port))
+      fail(where, "port " + std::to_string(port) + " leads to a neighbour, so it cannot loop back");
+    if (std::find(out.begin(), out.end(), port) != out.end())
+      fail(where, "loopback port " + std::to_string(port) + " is listed twice");
+    out.push_back(port);
+  }
+  return out;
+}
+
+// A P4 switch's `mac`, `ports = [ { port = 1, peer = "10.0.0.2", mac = "..." }, ... ]` and,
+// on a Tofino, `loopback_ports`.
 P4Wiring parse_p4_wiring(const toml::table& t, const std::string& where) {
   P4Wiring w;
   const std::string mac = text(t, "mac", where, false);
   const auto* ports = t.get("ports");
   if (mac.empty() != (ports == nullptr)) fail(where, "a P4 switch needs both `mac` and `ports`");
+  const auto* loopback = t.get("loopback_ports");
+  if (ports == nullptr && loopback != nullptr)
+    fail(where, "loopback_ports is for a P4 switch: it needs `mac` and `ports` too");
   if (ports == nullptr) return w;
   w.mac = mac_address(mac, where + " mac");
   if (!ports->is_array()) fail(where, "ports must be [ { port = ..., peer = ..., mac = ... } ]");
@@ -110,6 +134,11 @@ P4Wiring parse_p4_wiring(const toml::table& t, const std::string& where) {
     if (++seen_ports[p.port] > 1) fail(where, "port " + std::to_string(p.port) + " is listed twice");
     if (++seen_peers[p.peer_ip] > 1) fail(where, "peer " + peer + " is behind two ports");
     w.ports.push_back(p);
+  }
+  if (loopback != nullptr) {
+    std::set<std::uint16_t> wired;
+    for (const P4Port& p : w.ports) wired.insert(p.port);
+    w.loopback_ports = parse_loopback_ports(*loopback, wired, where);
   }
   return w;
 }

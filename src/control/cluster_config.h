@@ -28,6 +28,9 @@ struct P4Port {
 struct P4Wiring {
   std::uint64_t mac = 0;  // the switch's own: the source of what it sends
   std::vector<P4Port> ports;
+  // Tofino: front-panel ports in loopback mode that packets go round through for their later
+  // passes, beside each pipe's recirculation port (docs/p4.md, "What recirculation costs").
+  std::vector<std::uint16_t> loopback_ports;
   bool empty() const { return ports.empty(); }
 };
 

@@ -253,9 +253,57 @@ std::string bfrt_line(const P4TableEntry& e, bool remove) {
     if (e.is_default) return fmt::format("p4.{}.reset_default()", e.table);
     return fmt::format("p4.{}.delete({})", e.table, fmt::join(args, ", "));
   }
+  if (e.action.empty()) return fmt::format("p4.{}.add({})", e.table, fmt::join(args, ", "));  // a value set
   for (const auto& p : e.params) args.push_back(bfrt_name(p.name) + "=" + bfrt_value(p));
   return fmt::format("p4.{}.{}_with_{}({})", e.table, e.is_default ? "set_default" : "add",
                      bfrt_action(e), fmt::join(args, ", "));
+}
+
+// Loopback ports: the ingress parser takes what comes in on one as a later pass and the egress
+// parser leaves what goes out on one unread (a value set each), and each pipe that has some
+// spreads its aggregators over them and its recirculation port, in turn by the low bits of the
+// index. One aggregator, one port: its packets' passes keep the order of their first passes,
+// which is all the lanes need (docs/p4.md, "Passes").
+std::vector<P4TableEntry> round_port_entries(const std::vector<std::uint16_t>& loopback,
+                                             const P4Limits& limits) {
+  if (loopback.empty()) return {};
+  if (limits.loopback_ports == 0)
+    throw std::invalid_argument(
+        "loopback_ports: this target's program goes round through its recirculation port only "
+        "(loopback ports are for Tofino)");
+  if (loopback.size() > limits.loopback_ports)
+    throw std::invalid_argument(fmt::format("loopback_ports: the P4 program takes at most {}, not {}",
+                                            limits.loopback_ports, loopback.size()));
+  const int pipe_shift = std::countr_one(limits.recirculation_mask);
+  std::vector<P4TableEntry> out;
+  std::map<std::uint32_t, std::vector<std::uint32_t>> by_pipe;
+  for (std::uint16_t p : loopback) {
+    if (p >= limits.ports)
+      throw std::invalid_argument(
+          fmt::format("loopback port {} is beyond the target's {} ports", p, limits.ports));
+    if ((p & limits.recirculation_mask) == limits.recirculation_port)
+      throw std::invalid_argument(fmt::format(
+          "loopback port {} is its pipe's recirculation port, which the program uses anyway", p));
+    if ((p & limits.recirculation_mask) >= limits.front_panel_in_pipe)
+      throw std::invalid_argument(fmt::format(
+          "loopback port {} is an internal port of pipe {}, not a front-panel one (those are {} "
+          "to {} in a pipe)",
+          p, p >> pipe_shift, 0, limits.front_panel_in_pipe - 1));
+    P4Value key = field("f1", p);
+    key.match = Match::ternary;
+    key.mask = limits.ports - 1;
+    for (const char* parser : {"AtpIngressParser", "AtpEgressParser"})
+      out.push_back({std::string(parser) + ".loopback_ports", "", {key}, {}});
+    by_pipe[p >> pipe_shift].push_back(p);
+  }
+  for (auto& [pipe, ports] : by_pipe) {
+    ports.insert(ports.begin(), (pipe << pipe_shift) | limits.recirculation_port);
+    for (std::uint32_t bucket = 0; bucket < kRoundBuckets; ++bucket)
+      out.push_back({"AtpIngress.round_ports", "AtpIngress.round_via",
+                     {field("pipe", pipe), field("bucket", bucket)},
+                     {field("port", ports[bucket % ports.size()])}});
+  }
+  return out;
 }
 
 }  // namespace
@@ -310,6 +358,8 @@ P4Entries p4_switch_base(const ClusterConfig& cluster, const std::string& name,
     out.tables.push_back({"AtpIngress.ipv4_routes", "AtpIngress.ipv4_forward", {dst},
                           {field("port", p.port), field("dst_mac", p.peer_mac, Format::mac)}});
   }
+  for (auto& e : round_port_entries(spec.p4.loopback_ports, limits))
+    out.tables.push_back(std::move(e));
   return out;
 }
 

@@ -24,10 +24,21 @@ struct P4Limits {
   // The port packets go round through for another pass (docs/p4.md, "Passes"): no host or switch
   // may sit behind it. Port p is one when (p & recirculation_mask) == recirculation_port.
   std::uint32_t recirculation_port = 509, recirculation_mask = 0x1FF;
+  // Loopback ports the program can go round through besides the recirculation port
+  // (ATP_LOOPBACK_PORTS: its parsers' value sets); 0: none, the target has no such ports. A
+  // loopback port's number within its pipe is below `front_panel_in_pipe` (Tofino 1: 0-63
+  // are the front-panel ports' channels, 64-71 internal ones such as the CPU's and port 68).
+  std::uint32_t loopback_ports = 0, front_panel_in_pipe = 0;
   static P4Limits bmv2() { return {}; }
-  // Four passes (p4/tna/lanes.p4); port 68 of each pipe is its recirculation port.
-  static P4Limits tofino() { return {8192, 73, 512, 68, 0x7F}; }
+  // Four passes (p4/tna/lanes.p4); port 68 of each pipe is its recirculation port, and up to
+  // 64 front-panel ports in loopback mode share the passes (p4/tna/atp.p4, round_ports).
+  static P4Limits tofino() { return {8192, 73, 512, 68, 0x7F, 64, 64}; }
 };
+
+// Each pipe's aggregators are spread over its ports for passes by the low bits of their index
+// (p4/tna/atp.p4, round_ports: key `bucket`, meta.index[6:0]), so a port's share of a pipe's
+// passes is at most 1/128 above an even one.
+inline constexpr std::uint32_t kRoundBuckets = 128;
 
 // A key field or action parameter. Names are the P4 program's (bfrt.json's key names).
 struct P4Value {
@@ -42,7 +53,7 @@ struct P4Value {
 
 struct P4TableEntry {
   std::string table;   // control path, e.g. AtpIngress.job_table.jobs
-  std::string action;  // control path, e.g. AtpIngress.job_table.set_job
+  std::string action;  // control path, e.g. AtpIngress.job_table.set_job; empty: a parser value set
   std::vector<P4Value> keys, params;
   bool is_default = false;  // the table's default action rather than an entry
   int priority = 0;         // tables with a ternary key (lower wins on BMv2 and Tofino)
@@ -88,7 +99,8 @@ P4Entries p4_switch(const ClusterConfig& cluster, const std::string& name,
                     const P4Limits& limits = {});
 P4Entries p4_switch_job(const ClusterConfig& cluster, const std::string& name,
                         std::uint32_t job, const P4Limits& limits = {});
-// What a switch needs before any job: the profile and the plain IPv4 routes to its neighbours.
+// What a switch needs before any job: the profile, the plain IPv4 routes to its neighbours and,
+// on a Tofino with loopback ports, the ports its packets go round through.
 P4Entries p4_switch_base(const ClusterConfig& cluster, const std::string& name,
                          const P4Limits& limits = {});
 // One job's entries on switch `spec` (p4_switch_job's, from a SwitchJob the caller derived and
