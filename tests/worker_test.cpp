@@ -431,9 +431,11 @@ TEST_F(WorkerTest, AnAnsweredWindowIsNeverProbed) {
   EXPECT_EQ(w.stats().results, 64u);
 }
 
-// A timeout is random loss unless nothing was answered for three RTOs (QUIC's persistent
-// congestion): only then does it halve the congestion window.
-TEST_F(WorkerTest, OnlyATimeoutAfterALongSilenceCutsTheWindow) {
+// Only ECN marks cut the congestion window, never a timeout, however long the silence: in a
+// job, a worker's silence is as often another worker's recovery as its own loss. A cut for it
+// (after three silent RTOs, as QUIC's persistent congestion) once left a two-rack job at 10 %
+// loss stalled for 1.9 s where it now takes 23 ms (docs/engines.md §3.6).
+TEST_F(WorkerTest, TimeoutsNeverCutTheWindowHoweverLongTheSilence) {
   WorkerConfig c = small_config();
   c.initial_window = 8;
   c.reorder_threshold = 0;  // the timers alone
@@ -445,16 +447,16 @@ TEST_F(WorkerTest, OnlyATimeoutAfterALongSilenceCutsTheWindow) {
   // 0 is lost; the others are answered just before its timer (the initial RTO, 10 ms) fires.
   for (std::size_t i = 1; i < 8; ++i)
     w.on_packet(9 * kMillisecond, result_for(packets[i], 8), out);
-  w.on_timer(10 * kMillisecond, out);
-  EXPECT_EQ(w.stats().timeouts, 1u);
-  EXPECT_EQ(w.stats().window_cuts, 0u);
-  // Then nothing at all is answered: its backed-off timers fire until the silence is long.
-  for (Time now = 10 * kMillisecond; w.stats().window_cuts == 0 && now < 200 * kMillisecond;) {
+  // Then nothing at all is answered: its backed-off timer fires through 600 ms of silence,
+  // about 60 of its round trips.
+  for (Time now = 10 * kMillisecond; now < 600 * kMillisecond;) {
     now = *w.next_timer();
     w.on_timer(now, out);
   }
-  EXPECT_EQ(w.stats().window_cuts, 1u);
-  EXPECT_GE(w.stats().timeouts, 2u);
+  EXPECT_FALSE(w.failed());
+  EXPECT_GE(w.stats().timeouts, 5u);
+  EXPECT_EQ(w.stats().window_cuts, 0u);
+  EXPECT_EQ(w.congestion_window(), 8.0);  // at the ceiling, never cut
 }
 
 // A ring longer than the window: new fragments keep leaving past a fragment waiting for
@@ -587,7 +589,7 @@ TEST(CongestionWindowTest, SlowStartDoublesUpToTheThresholdThenGrowsByOnePerWind
   EXPECT_EQ(w.slow_start_threshold(), 32.0);
   w.on_result(false, 200, 300);  // past the cut: recovery over; congestion avoidance
   EXPECT_DOUBLE_EQ(w.value(), 32.0 + 1.0 / 32);
-  w.on_loss(201, 300);
+  w.on_result(true, 201, 300);
   EXPECT_DOUBLE_EQ(w.value(), (32.0 + 1.0 / 32) / 2);
   EXPECT_EQ(w.decreases(), 2u);
 }
@@ -596,7 +598,6 @@ TEST(CongestionWindowTest, DisabledStaysAtTheCeilingWhateverHappens) {
   CongestionWindow w(2, 16, /*enabled=*/false);
   EXPECT_EQ(w.allowed(), 16u);
   w.on_result(true, 0, 10);
-  w.on_loss(1, 10);
   w.on_result(false, 2, 10);
   EXPECT_EQ(w.allowed(), 16u);
   EXPECT_EQ(w.decreases(), 0u);

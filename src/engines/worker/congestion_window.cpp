@@ -15,12 +15,6 @@ void CongestionWindow::grow() {
   window_ = std::min(maximum_, window_ + growth);
 }
 
-void CongestionWindow::on_loss(std::uint32_t seq, std::uint32_t next_seq) {
-  if (!enabled_) return;
-  leave_recovery_after(seq);
-  decrease(next_seq);
-}
-
 void CongestionWindow::decrease(std::uint32_t next_seq) {
   if (in_recovery_) return;
   window_ = std::max(1.0, window_ / 2);

@@ -1,9 +1,10 @@
 #pragma once
 // The worker's congestion window in fragments, the paper's AIMD on ECN: slow start (+1 per
 // unmarked result) up to ssthresh, then +1 per window of unmarked results; halved on an ECN
-// mark or a timeout, at most once per round trip (until a fragment sent after the cut is
-// acked), and ssthresh set to the halved window. A fast resend does not cut it: random loss is
-// not congestion (docs/engines.md §3.6 gives the measurement).
+// mark, at most once per round trip (until a fragment sent after the cut is acked), and
+// ssthresh set to the halved window. Loss does not cut it, found by a timeout or otherwise:
+// every element of the fabric marks its queues, and in a job a worker's silence is as often
+// another worker's recovery as its own loss (docs/engines.md §3.6-3.7 give the measurements).
 #include <cstdint>
 
 #include "engines/common.h"
@@ -26,7 +27,6 @@ class CongestionWindow {
     }
     if (window_ < maximum_) grow();
   }
-  void on_loss(std::uint32_t seq, std::uint32_t next_seq);
 
   // Fragments that may be in flight now (at least 1).
   std::uint32_t allowed() const { return static_cast<std::uint32_t>(window_); }

@@ -15,10 +15,6 @@ namespace atp::engines {
 
 namespace flag = proto::flag;
 
-// A timeout is random loss, not congestion, unless nothing was answered for this many
-// retransmission timeouts (QUIC's persistent congestion, RFC 9002 §7.6).
-constexpr Duration kPersistentCongestion = 3;
-
 void validate(const WorkerConfig& c) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("worker config: " + what); };
   if (c.rack_fan_in == 0 || c.rack_fan_in > proto::kMaxFanIn) bad("rack_fan_in must be 1..32");
@@ -235,7 +231,6 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
   std::uint32_t budget = std::min({end_seq_ - next_seq_, ring_room,
                                    allowed > pipe ? allowed - pipe : 0u});
   if (budget == 0) return;
-  if (in_flight_ == 0) last_progress_ = now;
   Tensor* t = sending_ ? sending_ : &tensors_[send_cursor_];
   const std::uint32_t extra = allowance_.extra(now, rtt_.srtt());
   for (; budget > 0; --budget) {
@@ -368,7 +363,6 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   --in_flight_;
   if (f.deferred) --deferred_;
   release(f);
-  last_progress_ = now;
   ++stats_.results;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
   batch_.any_result = true;
@@ -620,13 +614,11 @@ void Worker::on_timer(Time now, Outbox& out) {
       f.rto_deadline = *asking_until;
       continue;
     }
+    // No window cut: ECN marks say congestion (congestion_window.h), and a silence long enough
+    // for a timeout is as often another worker's recovery as this worker's loss.
     mark_resend(now, f);
     ++f.timeouts;
     ++stats_.timeouts;
-    if (now - last_progress_ >= kPersistentCongestion * rtt_.rto()) {
-      cwnd_.on_loss(u, next_seq_);
-      stats_.window_cuts = cwnd_.decreases();
-    }
     transmit(now, f, true, out);
     if (stats_.results == 0) asking_until = f.rto_deadline;
   }

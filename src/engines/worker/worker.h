@@ -377,9 +377,6 @@ class Worker {
   std::vector<std::uint32_t> holding_;
   double collided_share_ = 0;  // of recent results (gain 1/64 per result)
   CapAllowance allowance_;     // fragments a planned cap lets out beyond it
-  // The last result, or the send that ended an idle spell: a timeout cuts the congestion
-  // window only after a silence of kPersistentCongestion retransmission timeouts since then.
-  Time last_progress_ = 0;
   // RACK-TLP's tail-loss probe: due two round trips after the last result.
   std::optional<Time> probe_due_;
   std::vector<std::uint32_t> completed_;
