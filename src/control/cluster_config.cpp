@@ -8,7 +8,6 @@
 #include <limits>
 #include <map>
 #include <sstream>
-#include <set>
 #include <stdexcept>
 #include <toml++/toml.h>
 
@@ -89,7 +88,8 @@ std::uint32_t ipv4_address(const std::string& text, const std::string& where) {
 }
 
 // `loopback_ports = [ 152, 160 ]`: port numbers, none of them a port to a neighbour.
-std::vector<std::uint16_t> parse_loopback_ports(const toml::node& node, const std::set<std::uint16_t>& wired,
+std::vector<std::uint16_t> parse_loopback_ports(const toml::node& node,
+                                                const std::map<std::uint16_t, int>& wired,
                                                 const std::string& where) {
   const auto* list = node.as_array();
   if (!list) fail(where, "loopback_ports must be a list of port numbers");
@@ -135,11 +135,7 @@ P4Wiring parse_p4_wiring(const toml::table& t, const std::string& where) {
     if (++seen_peers[p.peer_ip] > 1) fail(where, "peer " + peer + " is behind two ports");
     w.ports.push_back(p);
   }
-  if (loopback != nullptr) {
-    std::set<std::uint16_t> wired;
-    for (const P4Port& p : w.ports) wired.insert(p.port);
-    w.loopback_ports = parse_loopback_ports(*loopback, wired, where);
-  }
+  if (loopback != nullptr) w.loopback_ports = parse_loopback_ports(*loopback, seen_ports, where);
   return w;
 }
 

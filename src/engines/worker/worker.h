@@ -104,7 +104,7 @@ enum class AllreduceStatus { pending, done, failed };
   X(results, "results taken")                                                               \
   X(duplicate_results, "results for fragments already done")                                \
   X(ecn_marks, "results carrying a congestion mark")                                        \
-  X(window_cuts, "congestion window halvings (an ECN mark or a timeout)")                   \
+  X(window_cuts, "congestion window halvings (ECN marks; timeouts never cut it)")           \
   X(collided_results, "results whose seq met a busy aggregator")                            \
   X(remaps, "slots moved to another aggregator")                                            \
   X(malformed, "packets that fail decoding")                                                \
