@@ -1,5 +1,6 @@
-// The worker's result path: results, duplicates, float requests, remaps, forgeries and timer
-// expiries in any order, over tensors of any size and content (huge values, NaN, infinity).
+// The worker's result path: results (with any results_behind), duplicates, float requests,
+// remaps, forgeries and timer expiries in any order, over tensors of any size and content
+// (huge values, NaN, infinity).
 //
 // Honest mode answers each fragment the worker sent with what a PS would send if a second
 // worker had the same gradient (twice the fragment, as int32 or as floats), in any order and
@@ -156,6 +157,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (proto::decode(packet, h) != proto::DecodeError::ok) std::abort();
         h.flags = proto::flag::kFloatRequest;
         proto::encode(h, packet);
+      } else if (in.ConsumeBool()) {
+        // The PS's word on which earlier results it had sent, true or not: a wrong bit may
+        // cost queries, never a value or the exact sum.
+        proto::store_be16(packet.data() + proto::offset::results_behind,
+                          in.ConsumeIntegral<std::uint16_t>());
       }
     } else {
       continue;

@@ -16,10 +16,11 @@ JOB_FIELDS = ["job", "exact", "steady_gbps", "iterations_per_s", "samples_per_s_
               "start_s", "job_completion_time_s", "fraction_in_network", "collisions",
               # Loss recovery: every resend by its cause, the PS's requests and its results
               # sent again for resends that found the seq complete; the result queries (the
-              # header alone) and those the PS answered with the result it kept.
+              # header alone), those asked at once because a later result showed the seq's
+              # result sent, and those the PS answered with the result it kept.
               "retransmissions", "timeouts", "fast_resends", "probes", "fallback_resends",
               "requested_resends", "resend_requests", "late_results", "result_queries",
-              "answered_queries"]
+              "lost_down_queries", "answered_queries"]
 
 
 def run(atp, base, **overrides):

@@ -283,7 +283,9 @@ TEST_F(RunHandshake, TwoLiveProcessesForOneRankGetNoRunUntilOneIsGone) {
 
 TEST_F(ParameterServerTest, OnlyTheFirstServerOfAJobHandsOutRuns) {
   ParameterServer second;
-  second.add_job({1, {2, 3}, 4, 8, kDown, /*ps_index=*/1, 16});
+  PsJob shard{1, {2, 3}, 4, 8, kDown, /*ps_index=*/1, 16};
+  shard.parameter_servers = 2;
+  second.add_job(shard);
   PacketSpec s = single(0, 0, {});
   s.kind = proto::Kind::join;
   s.ps_index = 1;
@@ -463,6 +465,11 @@ TEST(ParameterServerConfig, RejectsBadJobs) {
   EXPECT_THROW(ps.add_job({1, {0}, 4, 8, 0}), std::invalid_argument);
   EXPECT_THROW(ps.add_job({1, {2}, 6, 8, 0}), std::invalid_argument);
   EXPECT_THROW(ps.add_job({1, {2}, 4, 0, 0}), std::invalid_argument);
+  PsJob beyond{1, {2}, 4, 8, 0, /*ps_index=*/2};
+  beyond.parameter_servers = 2;  // shards 0 and 1 only
+  EXPECT_THROW(ps.add_job(beyond), std::invalid_argument);
+  beyond.ps_index = 1;
+  EXPECT_NO_THROW(ps.add_job(beyond));
 }
 
 // A worker's result query (the header alone, engines.md §3.6): the kept result if the seq is
@@ -506,6 +513,56 @@ TEST_F(ParameterServerTest, AQueryGetsTheKeptResultOrAsksForWhatTheSeqLacks) {
   EXPECT_EQ(counters().answered_queries, 1u);
   EXPECT_EQ(counters().late_results, 0u);  // no values were resent
   EXPECT_EQ(counters().contributions, 3u);  // a query adds nothing
+}
+
+// Each result says which of its shard's 16 seqs before it had their result sent: a worker
+// missing one of those asks for it instead of resending values (engines.md §3.6).
+TEST(ParameterServerResultsBehind, AResultNamesTheEarlierResultsOfItsShardSentSoFar) {
+  ParameterServer ps;
+  PsJob job{2, {1}, 64, 8, kDown, /*ps_index=*/1, 0};
+  job.parameter_servers = 2;  // this shard owns the odd seqs
+  ps.add_job(job);
+  Outbox out;
+  auto fragment = [](std::uint32_t seq, std::uint32_t tensor) {
+    PacketSpec s;
+    s.job = 2;
+    s.seq = seq;
+    s.tensor = tensor;
+    s.ps_index = 1;
+    s.level = proto::Level::parameter_server;
+    s.rack_fan_in = 1;
+    s.workers = 1;
+    s.values = {1};
+    return make_packet(s);
+  };
+  auto result_of = [&](std::uint32_t seq, std::uint32_t tensor) {
+    out.clear();
+    ps.on_packet(0, fragment(seq, tensor), out);
+    EXPECT_EQ(out.packets().size(), 1u);
+    return header_of(out.packets()[0].bytes);
+  };
+  EXPECT_EQ(result_of(1, 0).results_behind, 0);  // nothing before it
+  EXPECT_EQ(result_of(5, 0).results_behind, 0b10);  // 3 is missing, 1 is in
+  // 7: 5 and 1 were sent, 3 not; a later tensor of the same run counts, seq for seq.
+  EXPECT_EQ(result_of(7, 1).results_behind, 0b101);
+  // 3 completes late; 7's kept result, sent again for a query, says so now.
+  EXPECT_EQ(result_of(3, 0).results_behind, 0b1);
+  PacketSpec q;
+  q.job = 2;
+  q.kind = proto::Kind::query;
+  q.seq = 7;
+  q.tensor = 1;
+  q.ps_index = 1;
+  q.level = proto::Level::parameter_server;
+  q.rack_fan_in = 1;
+  q.values = {};
+  out.clear();
+  ps.on_packet(0, make_packet(q), out);
+  ASSERT_EQ(out.packets().size(), 1u);
+  EXPECT_EQ(header_of(out.packets()[0].bytes).results_behind, 0b111);
+  // Another run's seqs say nothing of this one's: run 1's seq 9 sees none of run 0's results.
+  EXPECT_EQ(result_of(9, 0).results_behind, 0b1111);
+  EXPECT_EQ(result_of(11, std::uint32_t{1} << 16).results_behind, 0);
 }
 
 }  // namespace

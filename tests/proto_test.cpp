@@ -153,8 +153,29 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"kind", DecodeError::bad_kind, [](auto& p) { p[31] = 4; }},
         BadCase{"join_with_values", DecodeError::bad_length, [](auto& p) { p[31] = 1; p[1] = 0; }},
         BadCase{"join_with_flags", DecodeError::bad_flags, [](auto& p) { p[31] = 1; p[1] = flag::kResend; }},
-        BadCase{"reserved", DecodeError::reserved_not_zero, [](auto& p) { p[35] = 1; }}),
+        BadCase{"results_behind_on_a_fragment", DecodeError::results_behind_off_result,
+                [](auto& p) { p[35] = 1; }},
+        BadCase{"results_behind_on_a_float_request", DecodeError::results_behind_off_result,
+                [](auto& p) { p[1] = flag::kFloatRequest; p[34] = 0x80; }}),
     [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Header, OnlyAResultCarriesResultsBehind) {
+  Header result = sample_fragment();
+  result.flags = flag::kResult;
+  result.results_behind = 0x8001;
+  Header d;
+  ASSERT_EQ(decode(encode_packet(result), d), DecodeError::ok);
+  EXPECT_EQ(d.results_behind, 0x8001);
+  Header query = result;
+  query.kind = Kind::query;
+  query.flags = 0;
+  query.value_count = 0;
+  query.workers_bitmap = 1;
+  EXPECT_EQ(decode(encode_packet(query), d), DecodeError::results_behind_off_result);
+  query.results_behind = 0;
+  EXPECT_EQ(decode(encode_packet(query), d), DecodeError::ok);
+  EXPECT_EQ(d.results_behind, 0);
+}
 
 TEST(Header, FragmentWithoutValuesIsRejectedButFloatRequestIsNot) {
   Header h = sample_fragment();

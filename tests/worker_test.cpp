@@ -1019,6 +1019,18 @@ class LossRecovery : public WorkerTest {
     std::erase_if(v, [](const auto& p) { return !header_of(p).has(flag::kResend); });
     return v;
   }
+  // The result for `fragment`, saying which of the 16 seqs before it had their result sent.
+  std::vector<std::uint8_t> sent_behind(const std::vector<std::uint8_t>& fragment,
+                                        std::uint16_t results_behind) {
+    auto r = result_for(fragment, 8);
+    proto::store_be16(r.data() + proto::offset::results_behind, results_behind);
+    return r;
+  }
+  static std::size_t queries_of_zero(const std::vector<std::vector<std::uint8_t>>& v) {
+    return std::count_if(v.begin(), v.end(), [](const auto& p) {
+      return header_of(p).kind == proto::Kind::query && header_of(p).seq == 0;
+    });
+  }
   static std::size_t resends_of_zero(const std::vector<std::vector<std::uint8_t>>& v) {
     return std::count_if(v.begin(), v.end(), [](const auto& p) {
       return header_of(p).has(flag::kResend) && header_of(p).seq == 0;
@@ -1131,6 +1143,83 @@ TEST_F(LossRecovery, TheLeadsResendIsCheckedAgainBeforeTheTimer) {
   EXPECT_EQ(resends_of_zero(sent()), 1u);
   EXPECT_EQ(lead.stats().fallback_resends, 1u);
   EXPECT_EQ(lead.stats().timeouts, 0u);  // the timer's floor is 50 ms away
+}
+
+// A later result says the PS had sent seq 0's result: it was lost on its way down, and the
+// values are in the sum. The lead asks for it with the header alone, at once, and asks again
+// if nothing comes; it never resends the values (a resend would only meet the kept result).
+TEST_F(LossRecovery, TheLeadAsksForAResultALaterResultShowsSentInsteadOfResendingIt) {
+  Worker lead(wide_config(leading(small_config(), 0)));
+  lead.submit(0, twelve_in, twelve_out, out);
+  auto frags = sent();
+  for (int i = 1; i <= 3; ++i)
+    lead.on_packet(2 * kMillisecond, sent_behind(frags[i], 1u << (i - 1)), out);
+  auto after_gap = sent();
+  EXPECT_EQ(resends_of_zero(after_gap), 0u);
+  ASSERT_EQ(queries_of_zero(after_gap), 1u);
+  EXPECT_EQ(lead.stats().lost_down_queries, 1u);
+  EXPECT_EQ(lead.stats().fast_resends, 0u);
+  // Nothing within a wait: the query or its answer was lost. Asked again, still no values.
+  const Time again = 2 * kMillisecond + kLeadWaitRoundTrips * lead.smoothed_rtt();
+  lead.on_timer(again - 1, out);
+  EXPECT_EQ(queries_of_zero(sent()), 0u);
+  lead.on_timer(again, out);
+  auto asked = sent();
+  EXPECT_EQ(queries_of_zero(asked), 1u);
+  EXPECT_EQ(resends_of_zero(asked), 0u);
+  lead.on_timer(again + kLeadWaitRoundTrips * lead.smoothed_rtt(), out);
+  EXPECT_EQ(resends_of_zero(sent()), 0u);
+  EXPECT_EQ(lead.stats().fallback_resends, 0u);
+  EXPECT_EQ(lead.stats().result_queries, 3u);
+  lead.on_packet(20 * kMillisecond, result_for(frags[0], 8), out);
+  EXPECT_EQ(lead.stats().results, 4u);
+}
+
+// Without the lead's wait: a worker that does not lead the seq asks at once too.
+TEST_F(LossRecovery, AnyWorkerAsksAtOnceForAResultALaterResultShowsSent) {
+  WorkerConfig c = wide_config(small_config());
+  Worker w(c);
+  w.submit(0, twelve_in, twelve_out, out);
+  auto frags = sent();
+  w.on_packet(2 * kMillisecond, result_for(frags[1], 8), out);
+  w.on_packet(2 * kMillisecond, result_for(frags[2], 8), out);
+  w.on_packet(2 * kMillisecond, sent_behind(frags[3], 0b100), out);
+  EXPECT_EQ(queries_of_zero(sent()), 1u);
+  EXPECT_EQ(w.stats().deferred_gaps, 0u);
+  EXPECT_EQ(w.stats().lost_down_queries, 1u);
+  // A bit for another seq says nothing of this one: seq 0 is then left to its lead.
+  Worker other(c);
+  other.submit(0, twelve_in, twelve_out, out);
+  frags = sent();
+  for (int i = 1; i <= 3; ++i)
+    other.on_packet(2 * kMillisecond, sent_behind(frags[i], i == 3 ? 0b011 : 0), out);
+  EXPECT_EQ(queries_of_zero(sent()), 0u);
+  EXPECT_EQ(other.stats().deferred_gaps, 1u);
+}
+
+// The lead's resend flushed the switches and the PS asks another worker for what it still
+// lacks (a chain of requests on two racks): the lead waits for that recovery, out of the time
+// rule's reach, instead of resending again before it can end.
+TEST_F(LossRecovery, ARequestNamingOthersHoldsTheLeadsResendWhileTheRecoveryRuns) {
+  WorkerConfig c = wide_config(leading(small_config(), 0));
+  Worker lead(c);
+  const auto frags = gap_at_zero(lead);
+  const auto at_gap = sent();  // at 2 ms: the resend of 0, and fragments 8..10
+  ASSERT_EQ(at_gap.size(), 4u);
+  ASSERT_EQ(resends_of_zero(at_gap), 1u);
+  const std::uint32_t me = 1u << c.rank_in_rack;
+  lead.on_packet(3 * kMillisecond, request_for(frags[0], c.rack ^ 1, me), out);
+  EXPECT_TRUE(sent().empty());
+  for (int i = 4; i <= 7; ++i) lead.on_packet(5 * kMillisecond, result_for(frags[i], 8), out);
+  for (const auto& p : at_gap)
+    if (!header_of(p).has(flag::kResend)) lead.on_packet(5 * kMillisecond, result_for(p, 8), out);
+  const auto fresh = sent();  // fragment 11, at 5 ms
+  ASSERT_EQ(fresh.size(), 1u);
+  // Fragment 11 left 3 ms after the resend of 0 and is answered: by the time rule 0 was lost
+  // again, but the recovery the request shows is still under way.
+  lead.on_packet(9 * kMillisecond, result_for(fresh[0], 8), out);
+  EXPECT_EQ(resends_of_zero(sent()), 0u);
+  EXPECT_EQ(lead.stats().fast_resends, 1u);
 }
 
 // Below its ceiling the congestion window has cut for queues: a gap left to the lead keeps its

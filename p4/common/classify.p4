@@ -45,7 +45,7 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
             meta.bad_parse : ternary;
             meta.bad_header : ternary;
             meta.bad_version : ternary;
-            meta.bad_reserved : ternary;
+            meta.bad_results_behind : ternary;
             meta.bad_kind : ternary;
             meta.bad_level : ternary;
             meta.bad_value_count : ternary;

@@ -49,7 +49,7 @@ header atp_h {
     bit<8>  rack;
     bit<8>  kind;
     bit<16> value_count;
-    bit<16> reserved;
+    bit<16> results_behind;  // results only: which earlier results the PS had sent
     bit<32> remap_index;
     bit<32> token;
 }
@@ -72,7 +72,7 @@ struct atp_meta_t {
     // validation (proto::decode): one bit per check, then their OR
     bit<1>  bad_header;
     bit<1>  bad_version;
-    bit<1>  bad_reserved;
+    bit<1>  bad_results_behind;
     bit<1>  bad_kind;
     bit<1>  bad_level;
     bit<1>  bad_value_count;

@@ -74,7 +74,7 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
         meta.bad_header = 0;
         meta.bad_parse = 0;
         meta.bad_version = 0;
-        meta.bad_reserved = 0;
+        meta.bad_results_behind = 0;
         meta.bad_kind = 0;
         meta.bad_level = 0;
         meta.bad_value_count = 0;
@@ -105,7 +105,10 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
             meta.downward = 1;
         }
         if (hdr.atp.version != ATP_VERSION) { meta.bad_version = 1; }
-        if (hdr.atp.reserved != 0) { meta.bad_reserved = 1; }
+        // Only a result says which earlier results its PS had sent (protocol.md §2).
+        if (hdr.atp.results_behind != 0 && (hdr.atp.flags & FLAG_RESULT) == 0) {
+            meta.bad_results_behind = 1;
+        }
         if (hdr.atp.kind > KIND_QUERY) { meta.bad_kind = 1; }
         if (hdr.atp.next_level > LEVEL_SPINE) { meta.bad_level = 1; }
         if (meta.values_beyond_max != 0) { meta.bad_value_count = 1; }

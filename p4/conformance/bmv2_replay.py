@@ -34,7 +34,7 @@ HEADER_FIELDS = [  # (name, offset, size) of the ATP header, docs/protocol.md §
     ("job", 4, 4), ("tensor", 8, 4), ("seq", 12, 4), ("aggregator", 16, 4),
     ("workers_bitmap", 20, 4), ("racks_bitmap", 24, 4), ("rack_fan_in", 28, 1),
     ("job_fan_in", 29, 1), ("rack", 30, 1), ("kind", 31, 1), ("value_count", 32, 2),
-    ("reserved", 34, 2), ("remap_index", 36, 4), ("token", 40, 4)]
+    ("results_behind", 34, 2), ("remap_index", 36, 4), ("token", 40, 4)]
 
 
 def sh(*args):

@@ -68,6 +68,7 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"probes", j.workers.probes},
         {"deferred_gaps", j.workers.deferred_gaps},
         {"result_queries", j.workers.result_queries},
+        {"lost_down_queries", j.workers.lost_down_queries},
         {"answered_queries", j.ps.answered_queries},
         {"fallback_resends", j.workers.fallback_resends},
         {"requested_resends", j.workers.requested_resends},

@@ -637,6 +637,7 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
     pj.values_per_packet = job.values_per_packet;
     pj.downstream = book.id_of(results_via(job));
     pj.ps_index = static_cast<std::uint8_t>(it - job.parameter_servers.begin());
+    pj.parameter_servers = static_cast<std::uint32_t>(job.parameter_servers.size());
     pj.home = home_of(job, &pj.pool_size);
     pj.borrow = job.borrow_aggregators;
     pj.token = wire_token(job.id);

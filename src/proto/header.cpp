@@ -17,7 +17,8 @@ std::string_view to_string(DecodeError e) {
     case DecodeError::bad_bitmap: return "bitmap has bits beyond the fan-in or names no contributor";
     case DecodeError::bad_flags: return "contradictory flags";
     case DecodeError::bad_kind: return "kind is not 0, 1, 2 or 3";
-    case DecodeError::reserved_not_zero: return "reserved bytes are not zero";
+    case DecodeError::results_behind_off_result:
+      return "results_behind set without the result flag";
   }
   return "unknown decode error";
 }
@@ -37,7 +38,7 @@ void encode(const Header& h, std::span<std::uint8_t> out) {
   p[offset::rack] = h.rack;
   p[offset::kind] = static_cast<std::uint8_t>(h.kind);
   store_be16(p + offset::value_count, h.value_count);
-  store_be16(p + offset::reserved16, 0);
+  store_be16(p + offset::results_behind, h.results_behind);
   store_be32(p + offset::remap_index, h.remap_index);
   store_be32(p + offset::token, h.token);
   encode_flags_and_bitmaps(h, out);

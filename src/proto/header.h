@@ -17,6 +17,8 @@ inline constexpr std::size_t kHeaderBytes = 44;
 inline constexpr std::size_t kValueBytes = 4;
 // Software switches take K up to this; the Tofino profile uses K = 64.
 inline constexpr std::uint16_t kMaxValues = 1024;
+// A result's results_behind names this many of its shard's seqs before it.
+inline constexpr unsigned kResultsBehind = 16;
 // Bitmaps are 32 bits wide, so at most 32 workers per rack and 32 racks per job.
 inline constexpr unsigned kMaxFanIn = 32;
 inline constexpr std::uint16_t kDefaultUdpPort = 9999;
@@ -67,7 +69,7 @@ constexpr std::size_t job_fan_in = 29;
 constexpr std::size_t rack = 30;
 constexpr std::size_t kind = 31;
 constexpr std::size_t value_count = 32;
-constexpr std::size_t reserved16 = 34;
+constexpr std::size_t results_behind = 34;
 constexpr std::size_t remap_index = 36;
 constexpr std::size_t token = 40;
 }  // namespace offset
@@ -95,6 +97,11 @@ struct Header {
   std::uint8_t job_fan_in = 1;       // racks of the job (level 2 fan-in)
   std::uint8_t rack = 0;
   std::uint16_t value_count = 0;
+  // Results only (0 on every other packet): bit i is set when the PS had already sent the
+  // result of its shard's (i + 1)-th seq before this one, seq - (i + 1) * parameter servers.
+  // A worker missing that seq's result then knows it was lost on the way down: it asks for the
+  // result instead of resending its values (engines.md §3.6).
+  std::uint16_t results_behind = 0;
   std::uint32_t remap_index = 0;
   // The job's secret: switches, PSs and workers drop packets of the job that carry another.
   std::uint32_t token = 0;
@@ -121,7 +128,7 @@ enum class DecodeError : std::uint8_t {
   bad_bitmap,
   bad_flags,
   bad_kind,
-  reserved_not_zero,
+  results_behind_off_result,
 };
 
 std::string_view to_string(DecodeError e);

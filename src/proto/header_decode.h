@@ -58,7 +58,11 @@ inline DecodeError decode(std::span<const std::uint8_t> packet, Header& h) {
   if (packet.size() < kHeaderBytes) return DecodeError::too_short;
   const std::uint8_t* p = packet.data();
   if (p[offset::version] != kVersion) return DecodeError::bad_version;
-  if (load_be16(p + offset::reserved16) != 0) return DecodeError::reserved_not_zero;
+  // Only a result says which earlier results its PS had sent (Header::results_behind).
+  h.results_behind = load_be16(p + offset::results_behind);
+  // (A handshake or query with the flag fails later: those carry no flags.)
+  if (h.results_behind != 0 && (p[offset::flags] & flag::kResult) == 0)
+    return DecodeError::results_behind_off_result;
   if (p[offset::kind] > static_cast<std::uint8_t>(Kind::query)) return DecodeError::bad_kind;
   h.kind = static_cast<Kind>(p[offset::kind]);
 

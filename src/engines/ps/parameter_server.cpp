@@ -36,6 +36,9 @@ void ParameterServer::add_job(PsJob config) {
     throw std::invalid_argument(name + "window must be a power of two up to 2^20");
   if (!valid_ring(config.window, config.ring))
     throw std::invalid_argument(name + "ring must be a power of two from window up to 2^20");
+  if (config.parameter_servers == 0 || config.parameter_servers > 256 ||
+      config.ps_index >= config.parameter_servers)
+    throw std::invalid_argument(name + "ps_index must be below parameter_servers (1..256)");
   if (config.values_per_packet == 0 || config.values_per_packet > proto::kMaxValues)
     throw std::invalid_argument(name + "values_per_packet must be 1.." +
                                 std::to_string(proto::kMaxValues));
@@ -462,9 +465,30 @@ proto::Header ParameterServer::downward_header(const Job& job, std::uint32_t ten
 
 // The stored result bytes again, for a late resend or a query: the result was lost on its way
 // down to someone.
-void ParameterServer::send_kept_result(const Job& job, const Entry& e, Outbox& out) {
+void ParameterServer::send_kept_result(const Job& job, Entry& e, Outbox& out) {
+  proto::store_be16(e.result.data() + proto::offset::results_behind, results_behind(job, e));
   auto copy = out.add(job.config.downstream, e.result.size());
   std::copy(e.result.begin(), e.result.end(), copy.begin());
+}
+
+// Which of this shard's kResultsBehind (16) seqs before e's have had their result sent: a
+// worker that finds one of them missing when e's result arrives knows it was lost on the way
+// down, and asks for it instead of resending values the sum holds (engines.md §3.6). Only the
+// same run's entries count: another run's seq of the same number says nothing about this one.
+std::uint16_t ParameterServer::results_behind(const Job& job, const Entry& e) const {
+  std::uint16_t bits = 0;
+  const std::uint32_t step = job.config.parameter_servers;
+  for (std::uint32_t i = 0; i < proto::kResultsBehind; ++i) {
+    const std::uint32_t seq = e.seq - (i + 1) * step;
+    const std::size_t first = std::size_t{seq & (job.ring - 1)} * 2;
+    for (std::size_t k = first; k < first + 2; ++k) {
+      const Entry& behind = job.entries[k];
+      if (behind.used && behind.complete && behind.seq == seq &&
+          proto::run_of(behind.tensor) == proto::run_of(e.tensor))
+        bits |= static_cast<std::uint16_t>(1u << i);
+    }
+  }
+  return bits;
 }
 
 // The result is kept (a late resend gets it again): its values are written there once, and
@@ -482,6 +506,7 @@ void ParameterServer::send_result(Job& job, Entry& e, bool floats, Outbox& out) 
   // The seq met a busy aggregator on the way: the workers' aggregator windows shrink.
   h.set(flag::kCollision, e.collided);
   h.value_count = e.value_count;
+  h.results_behind = results_behind(job, e);
 
   if (job.planner.enabled()) {
     h.set(flag::kRemap);

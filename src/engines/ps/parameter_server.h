@@ -41,6 +41,7 @@ struct PsJob {
   // (home_slice.h): where the plan starts.
   HomeSlice home;
   bool borrow = false;  // plan on other jobs' idle home aggregators too
+  std::uint32_t parameter_servers = 1;  // num_ps, the job's shards: results_behind steps by it
 };
 
 // Per job. X(name, meaning)
@@ -157,9 +158,10 @@ class ParameterServer {
   void send_float_request(Job& job, const Entry& e, Outbox& out);
   void request_missing(Job& job, Entry& e, Outbox& out);
   proto::Header downward_header(const Job& job, const Entry& e) const;
+  std::uint16_t results_behind(const Job& job, const Entry& e) const;
   proto::Header downward_header(const Job& job, std::uint32_t tensor, std::uint32_t seq,
                                 std::uint32_t aggregator) const;
-  void send_kept_result(const Job& job, const Entry& e, Outbox& out);
+  void send_kept_result(const Job& job, Entry& e, Outbox& out);
 
   std::unordered_map<std::uint32_t, Job> jobs_;
   PsCounters counters_;

@@ -343,7 +343,8 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
     ++stats_.malformed;
     return;
   }
-  on_result(now, {h.flags, h.remap_index}, arrival.packet.data() + proto::kHeaderBytes, f, out);
+  on_result(now, {h.flags, h.remap_index, h.results_behind},
+            arrival.packet.data() + proto::kHeaderBytes, f, out);
 }
 
 // A checked result for fragment `f`: its values written into the output tensor, the fragment
@@ -372,7 +373,7 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   update_windows(h, f.seq);
   if (h.has(flag::kRemap) && config_.placement == Placement::planned)
     take_plan(f.seq, h.remap_index);
-  detect_gaps(now, f, out);
+  detect_gaps(now, f, h.results_behind, out);
   advance_base();
   // Into the slot this result freed, now rather than after the batch: the fragment's input
   // lines and packet buffers are then still in cache (one send_new per batch measured 10-15 %
@@ -408,7 +409,8 @@ void Worker::finish_batch(Time now) {
 // Only fragments of the same PS shard count: each shard's results take their own path and
 // queue, so one shard's answers overtaking another's say nothing about loss (as each subflow
 // of a multipath transport keeps its own sequence space).
-void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
+void Worker::scan_for_gaps(Time now, const Fragment& acked, std::uint16_t results_behind,
+                           Outbox& out) {
   // A later fragment left no earlier than `acked` unless `acked` was sent more than once, so
   // only then can one qualify; otherwise the scan stops at `acked`.
   const std::uint32_t end = acked.rtt_ambiguous ? next_seq_ : acked.seq;
@@ -431,7 +433,11 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
     if (!overtaken && (acked.last_sent - g.last_sent < reorder_window ||
                        now - g.last_sent < due + reorder_window))
       continue;
-    if (g.deferred) continue;  // the lead's recovery, or the fallback, sees to it
+    if (g.deferred) continue;  // the lead's recovery, the query, or the fallback sees to it
+    if (result_sent_before(acked.seq, results_behind, u)) {
+      ask_for_result(now, g, out);
+      continue;
+    }
     if (g.retransmits == 0 && !leads_recovery(u)) {
       defer_to_lead(now, g);
       continue;
@@ -449,16 +455,34 @@ void Worker::scan_for_gaps(Time now, const Fragment& acked, Outbox& out) {
 // others extends the wait. Results lost on their way down to a few workers (the lead among
 // those served) are found that way, two round trips later.
 void Worker::defer_to_lead(Time now, Fragment& g) {
-  g.deferred = true;
-  // Its answer will time the lead's recovery, not the path: no round-trip sample from it (as
-  // from a resent fragment). Sampled, it fed the wait back into srtt, and the wait, two srtt,
-  // grew without bound (the contended lossy scenario of cluster_test).
-  g.rtt_ambiguous = true;
-  ++deferred_;  // out of the pipe until resent (fill_window)
-  release(g);  // the lead's resend flushes the seq from the switches, for every worker alike
+  hold_out_of_pipe(g);
   g.fallback_at = now + lead_wait();
   ++stats_.deferred_gaps;
   note_timer(g.fallback_at);
+}
+
+// A gap waiting for someone else's packet (the lead's resend, the PS's answer) is not on the
+// wire: it leaves the pipe until it is resent (fill_window).
+void Worker::hold_out_of_pipe(Fragment& g) {
+  g.deferred = true;
+  // Its answer will time the recovery, not the path: no round-trip sample from it (as from a
+  // resent fragment). Sampled, it fed the wait back into srtt, and the wait, two srtt, grew
+  // without bound (the contended lossy scenario of cluster_test).
+  g.rtt_ambiguous = true;
+  ++deferred_;
+  release(g);  // a resend flushes the seq from the switches, for every worker alike
+}
+
+// A later result says the PS had sent g's result already: it was lost on its way down to this
+// worker (and maybe others), and this worker's values are in the sum. Whoever leads the seq, a
+// resend would only bring the kept result back at the cost of K values up; the header alone
+// does, now rather than after the lead's wait. Resent with values only if nothing comes within
+// lead_wait() (the query or its answer was lost too).
+void Worker::ask_for_result(Time now, Fragment& g, Outbox& out) {
+  hold_out_of_pipe(g);
+  g.result_sent = true;
+  ++stats_.lost_down_queries;
+  send_query(now, g, out);
 }
 
 // The lead's recovery did not show within lead_wait(): the result was lost on its way down to
@@ -486,10 +510,13 @@ void Worker::send_query(Time now, Fragment& f, Outbox& out) {
 // whole rack's, and this worker leads the seq there): resend it now, as it was sent.
 void Worker::resend_on_request(Time now, const proto::Header& h, Fragment& f, Outbox& out) {
   if (h.rack != config_.rack || ((h.workers_bitmap >> config_.rank_in_rack) & 1u) == 0) {
-    // Another worker is asked: the lead's recovery is under way and the PS holds this
-    // worker's part. Its answer and the result take a round trip; wait for those.
-    if (f.deferred)
-      f.fallback_at = std::max(f.fallback_at, now + lead_wait());
+    // Another worker is asked: the recovery is under way and the PS holds this worker's
+    // part. Its answer and the result take a round trip; wait for those, out of the pipe,
+    // rather than let the time rule resend this seq again meanwhile (the lead's resend
+    // before a rack's request chain ends, a late share of 0.16 on two racks).
+    if (!f.deferred) hold_out_of_pipe(f);
+    f.fallback_at = std::max(f.fallback_at, now + lead_wait());
+    note_timer(f.fallback_at);
     return;
   }
   resend(now, f, stats_.requested_resends, out);
@@ -603,7 +630,7 @@ void Worker::on_timer(Time now, Outbox& out) {
       return;
     }
     if ((f.deferred || f.recheck) && f.fallback_at <= now) {
-      if (f.deferred && !f.queried)
+      if (f.deferred && (!f.queried || f.result_sent))
         send_query(now, f, out);
       else
         resend(now, f, stats_.fallback_resends, out);

@@ -97,7 +97,8 @@ enum class AllreduceStatus { pending, done, failed };
   X(fast_resends, "resends after a sequence gap")                                           \
   X(probes, "resends of the newest fragment after two round trips without a result")        \
   X(deferred_gaps, "gaps left to the seq's recovery lead for a while")                        \
-  X(result_queries, "deferred gaps asked of the PS with the header alone")                  \
+  X(result_queries, "gaps asked of the PS with the header alone")                           \
+  X(lost_down_queries, "of them, asked at once: a later result showed theirs had left the PS") \
   X(fallback_resends, "resends of a gap whose query or recovery brought no result in time")  \
   X(requested_resends, "resends the PS asked for by name")                                    \
   X(float_fragments, "fragments sent as float32 (overflow or on request)")                  \
@@ -205,9 +206,12 @@ class Worker {
     bool float_mode = false;
     bool rtt_ambiguous = false;  // sent more than once: no RTT sample from it (Karn)
     bool holding = false;  // counted in holding_: may hold an aggregator
-    bool deferred = false;  // a gap left to the seq's recovery lead until fallback_at
+    bool deferred = false;  // a gap out of the pipe until fallback_at: left to its seq's
+                            // recovery lead, or its result asked for (ask_for_result)
     bool recheck = false;   // resent by the lead or on request: resent again at fallback_at
     bool queried = false;   // deferred, and its result asked of the PS: resent at fallback_at
+    bool result_sent = false;  // a later result showed the PS had sent its result: asked for
+                               // again at fallback_at, never resent with values
     std::uint32_t seq = 0;
     Tensor* tensor = nullptr;
     std::size_t offset = 0;
@@ -242,6 +246,7 @@ class Worker {
   struct ResultFields {
     std::uint8_t flags;
     std::uint32_t remap_index;
+    std::uint16_t results_behind;
     bool has(std::uint8_t f) const { return (flags & f) != 0; }
   };
   inline void on_result(Time now, ResultFields h, const std::uint8_t* values, Fragment& f,
@@ -269,16 +274,30 @@ class Worker {
   inline void write_fragment(Time now, Fragment& f, bool resend, Outbox& out);  // transmit's
   // Inline: the common case, an in-order answer to a fragment sent once, has nothing before
   // it to reveal, and costs no call.
-  void detect_gaps(Time now, const Fragment& acked, Outbox& out) {
-    if (acked.rtt_ambiguous || acked.seq != base_) scan_for_gaps(now, acked, out);
+  void detect_gaps(Time now, const Fragment& acked, std::uint16_t results_behind, Outbox& out) {
+    if (acked.rtt_ambiguous || acked.seq != base_)
+      scan_for_gaps(now, acked, results_behind, out);
   }
-  void scan_for_gaps(Time now, const Fragment& acked, Outbox& out);
+  void scan_for_gaps(Time now, const Fragment& acked, std::uint16_t results_behind,
+                     Outbox& out);
+  // Whether the result of `acked` (with its results_behind) says the PS had sent the result of
+  // `seq`, an earlier seq of the same shard.
+  bool result_sent_before(std::uint32_t acked, std::uint16_t results_behind,
+                          std::uint32_t seq) const {
+    const std::int32_t distance = seq_distance(acked, seq);
+    if (distance <= 0) return false;
+    const std::uint32_t behind = static_cast<std::uint32_t>(distance) / config_.parameter_servers;
+    return behind >= 1 && behind <= proto::kResultsBehind &&
+           ((results_behind >> (behind - 1)) & 1u) != 0;
+  }
   // Whether this worker resends `seq` at once when it finds it missing (recovery_lead.h).
   bool leads_recovery(std::uint32_t seq) const {
     return lead_rack(seq, config_.job_fan_in) == config_.rack &&
            lead_rank(seq, config_.job_fan_in, config_.rack_fan_in) == config_.rank_in_rack;
   }
+  void hold_out_of_pipe(Fragment& g);
   void defer_to_lead(Time now, Fragment& g);
+  void ask_for_result(Time now, Fragment& g, Outbox& out);
   void arm_recheck(Time now, Fragment& f);
   void send_query(Time now, Fragment& f, Outbox& out);
   Duration lead_wait() const {
