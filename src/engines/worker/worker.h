@@ -98,7 +98,7 @@ enum class AllreduceStatus { pending, done, failed };
   X(probes, "resends of the newest fragment after two round trips without a result")        \
   X(deferred_gaps, "gaps left to the seq's recovery lead for a while")                        \
   X(result_queries, "gaps asked of the PS with the header alone")                           \
-  X(lost_down_queries, "of them, asked at once: a later result showed theirs had left the PS") \
+  X(lost_down_queries, "of them, instead of a resend: a later result showed theirs sent")   \
   X(fallback_resends, "resends of a gap whose query or recovery brought no result in time")  \
   X(requested_resends, "resends the PS asked for by name")                                    \
   X(float_fragments, "fragments sent as float32 (overflow or on request)")                  \
@@ -209,9 +209,10 @@ class Worker {
     bool deferred = false;  // a gap out of the pipe until fallback_at: left to its seq's
                             // recovery lead, or its result asked for (ask_for_result)
     bool recheck = false;   // resent by the lead or on request: resent again at fallback_at
-    bool queried = false;   // deferred, and its result asked of the PS: resent at fallback_at
+    bool queried = false;   // deferred, and its result asked of the PS: at fallback_at resent
+                            // (asked again if result_sent)
     bool result_sent = false;  // a later result showed the PS had sent its result: asked for
-                               // again at fallback_at, never resent with values
+                               // again at fallback_at (only the timer resends its values)
     std::uint32_t seq = 0;
     Tensor* tensor = nullptr;
     std::size_t offset = 0;
@@ -390,7 +391,7 @@ class Worker {
   std::uint32_t next_seq_ = 0;  // next fragment to send for the first time
   std::uint32_t end_seq_ = 0;   // one past the last submitted fragment
   std::uint32_t in_flight_ = 0;
-  std::uint32_t deferred_ = 0;  // of them, gaps left to their seq's lead (defer_to_lead)
+  std::uint32_t deferred_ = 0;  // of them, held out of the pipe (hold_out_of_pipe)
   // Per PS shard: fragments in flight never resent, which may hold an aggregator (a resend
   // flushes the switches' state for its seq).
   std::vector<std::uint32_t> holding_;
