@@ -158,9 +158,9 @@ class ParameterServer {
   void send_float_request(Job& job, const Entry& e, Outbox& out);
   void request_missing(Job& job, Entry& e, Outbox& out);
   proto::Header downward_header(const Job& job, const Entry& e) const;
-  std::uint16_t results_behind(const Job& job, const Entry& e) const;
   proto::Header downward_header(const Job& job, std::uint32_t tensor, std::uint32_t seq,
                                 std::uint32_t aggregator) const;
+  std::uint16_t results_behind(const Job& job, const Entry& e) const;
   void send_kept_result(const Job& job, Entry& e, Outbox& out);
 
   std::unordered_map<std::uint32_t, Job> jobs_;

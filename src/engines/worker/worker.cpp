@@ -217,15 +217,14 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
   const std::uint32_t allowed = allowed_in_flight();
   const std::uint32_t ring_room = ring_mask_ + 1 - (next_seq_ - base_);
   // Gaps out of the pipe (left to their seq's lead, or their result asked for) are not on the
-  // wire. While the window is at its ceiling, up
-  // to half a window of them leave room for new fragments (RFC 6675's pipe): a hole held for
-  // the lead's recovery stalls a job that the window, not a link, bounds (two racks, K = 64,
-  // 5 % loss, eight seeds: 0.55 of lossless with half, 0.45 with a quarter). More let a job
-  // that its links bound queue its own recovery (one rack, K = 256: 0.78 of lossless at 2 %
-  // and 0.17 at 10 % with half, 0.80 and 0.20 with a quarter; all deferred gaps out of the
-  // pipe once gave 0.20 at 5 % on two racks). Below the ceiling the congestion window has cut
-  // for queues, and none do (on real hosts at 1 % loss, two runs of five fell to a third of
-  // the bandwidth when they always did).
+  // wire. While the window is at its ceiling, up to half a window of them leave room for new
+  // fragments (RFC 6675's pipe): a hole held for the lead's recovery stalls a job that the
+  // window, not a link, bounds (two racks, K = 64, 5 % loss, eight seeds: 0.55 of lossless
+  // with half, 0.45 with a quarter). More let a job that its links bound queue its own
+  // recovery (one rack, K = 256: 0.78 of lossless at 2 % and 0.17 at 10 % with half, 0.80 and
+  // 0.20 with a quarter; all deferred gaps out of the pipe once gave 0.20 at 5 % on two
+  // racks). Below the ceiling the congestion window has cut for queues, and none do (on real
+  // hosts at 1 % loss, two runs of five fell to a third of the bandwidth when they always did).
   const std::uint32_t out_of_pipe =
       cwnd_.allowed() >= config_.window ? std::min(deferred_, config_.window / 2) : 0;
   const std::uint32_t pipe = in_flight_ - out_of_pipe;
