@@ -241,15 +241,16 @@ TEST(WorkerRun, AsksTheFirstServerForItsRunBeforeAnyFragmentLeaves) {
   EXPECT_FALSE(w.run().has_value());
   out.clear();
 
-  // Unanswered: asked again every initial RTO, never backed off (a job waits for its last
-  // join, and under loss a join is often lost more than once).
+  // Unanswered: asked again every min_rto, never backed off (a job waits for its last join,
+  // PS 0 answers only after every rank asked twice, and under loss a join is often lost more
+  // than once).
+  EXPECT_EQ(w.next_timer(), 50);
+  w.on_timer(50, out);
+  EXPECT_EQ(out.size(), 1u);
   EXPECT_EQ(w.next_timer(), 100);
   w.on_timer(100, out);
-  EXPECT_EQ(out.size(), 1u);
-  EXPECT_EQ(w.next_timer(), 200);
-  w.on_timer(200, out);
   EXPECT_EQ(out.size(), 2u);
-  EXPECT_EQ(w.next_timer(), 300);
+  EXPECT_EQ(w.next_timer(), 150);
   out.clear();
 
   // Answers for another worker, or for this rank's previous launch, are not ours.
@@ -280,6 +281,63 @@ TEST(WorkerRun, AsksTheFirstServerForItsRunBeforeAnyFragmentLeaves) {
     EXPECT_EQ(h.kind, proto::Kind::fragment);
     EXPECT_EQ(h.tensor, proto::wire_tensor(77, id));
   }
+}
+
+// The window sent on the join's answer waits for the job's last worker to get its own (a lost
+// answer: a whole join interval), so its answers give no round-trip sample; the fragments sent
+// after the first result do.
+TEST(WorkerRun, TheWindowSentOnTheJoinsAnswerTimesTheLaunchNotThePath) {
+  WorkerConfig c = small_config();
+  c.run = std::nullopt;
+  c.join_nonce = 0xC0FFEE;
+  c.job_workers = 2;
+  c.rack_fan_in = 2;
+  c.job_fan_in = 1;
+  c.rack = 0;
+  c.rank_in_rack = 1;
+  c.initial_window = 2;
+  Worker w(c);
+  Outbox out;
+  std::vector<float> in(4 * 3, 1.0f), result(4 * 3);
+  w.submit(0, in, result, out);
+  out.clear();
+  PacketSpec answer;
+  answer.kind = proto::Kind::joined;
+  answer.job = c.job;
+  answer.rack = c.rack;
+  answer.rack_fan_in = c.rack_fan_in;
+  answer.job_fan_in = c.job_fan_in;
+  answer.workers = 0b10;
+  answer.seq = c.join_nonce;
+  answer.tensor = proto::wire_tensor(5, 0);
+  answer.values.clear();
+  w.on_packet(kMillisecond, make_packet(answer), out);
+  std::vector<std::vector<std::uint8_t>> first;
+  for (const auto& d : out.packets()) first.push_back(d.bytes);
+  out.clear();
+  ASSERT_EQ(first.size(), 2u);
+  auto result_of = [](const std::vector<std::uint8_t>& fragment) {
+    const auto h = header_of(fragment);
+    PacketSpec r;
+    r.job = h.job;
+    r.tensor = h.tensor;
+    r.seq = h.seq;
+    r.aggregator = h.aggregator;
+    r.workers = 0;
+    r.flags = flag::kResult;
+    r.values.assign(h.value_count, 8);
+    return make_packet(r);
+  };
+  // The other worker's answer was lost: the first window is answered 9 ms late.
+  w.on_packet(10 * kMillisecond, result_of(first[0]), out);
+  EXPECT_EQ(w.smoothed_rtt(), 0);
+  ASSERT_EQ(out.size(), 1u);  // seq 2 leaves on that result
+  const auto third = out.packets()[0].bytes;
+  out.clear();
+  w.on_packet(10 * kMillisecond + 20 * kMicrosecond, result_of(first[1]), out);
+  EXPECT_EQ(w.smoothed_rtt(), 0);
+  w.on_packet(10 * kMillisecond + 30 * kMicrosecond, result_of(third), out);
+  EXPECT_EQ(w.smoothed_rtt(), 30 * kMicrosecond);  // the path's round trip, not the launch's
 }
 
 TEST(WorkerRun, FailsClearlyWhenNoServerAnswersTheHandshake) {
@@ -402,12 +460,43 @@ TEST_F(WorkerTest, ATailLossIsProbedAfterTwoRoundTripsNotTheTimeoutsFloor) {
   EXPECT_EQ(header_of(probed[0]).seq, 3u);  // the newest
   EXPECT_TRUE(header_of(probed[0]).has(flag::kResend));
   EXPECT_EQ(w.stats().probes, 1u);
-  EXPECT_GE(*w.next_timer(), 20 * kMillisecond);  // no second probe: the timers now
+  // No second probe: the probe is checked again like a lead's resend, then the timers.
+  EXPECT_EQ(*w.next_timer(), probe + 2 * kLeadWaitRoundTrips * srtt);
   // The probe's answer reveals 2 by the time rule: it left two round trips before 3's probe.
   w.on_packet(probe + srtt, result_for(probed[0], 8), out);
   auto revealed = sent();
   ASSERT_EQ(revealed.size(), 1u);
   EXPECT_EQ(header_of(revealed[0]).seq, 2u);
+  EXPECT_EQ(w.stats().timeouts, 0u);
+}
+
+// A lost probe, or its lost answer, at an iteration's end holds every worker of the job: it is
+// resent after two recovery waits, not the timer's floor.
+TEST_F(WorkerTest, ALostProbeIsCheckedAgainBeforeTheTimer) {
+  WorkerConfig c = leading(small_config(), 2);
+  c.min_rto = 20 * kMillisecond;
+  Worker w(c);
+  std::vector<float> four(4 * 4, 1.0f), result(4 * 4);
+  w.submit(0, four, result, out);
+  auto packets = sent();
+  w.on_packet(2 * kMillisecond, result_for(packets[0], 8), out);
+  w.on_packet(2 * kMillisecond + 100 * kMicrosecond, result_for(packets[1], 8), out);
+  w.on_packet(2 * kMillisecond + 200 * kMicrosecond, result_for(packets[2], 8), out);
+  const Duration srtt = w.smoothed_rtt();
+  const Time probe = *w.next_timer();
+  w.on_timer(probe, out);
+  ASSERT_EQ(sent().size(), 1u);
+  ASSERT_EQ(w.stats().probes, 1u);
+  const Time recheck = probe + 2 * kLeadWaitRoundTrips * srtt;
+  ASSERT_LT(recheck, 20 * kMillisecond);
+  w.on_timer(recheck - 1, out);
+  EXPECT_TRUE(sent().empty());
+  w.on_timer(recheck, out);
+  auto again = sent();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(header_of(again[0]).seq, 3u);
+  EXPECT_TRUE(header_of(again[0]).has(flag::kResend));
+  EXPECT_EQ(w.stats().fallback_resends, 1u);
   EXPECT_EQ(w.stats().timeouts, 0u);
 }
 
@@ -1086,6 +1175,29 @@ TEST_F(LossRecovery, AWorkerThatDoesNotLeadTheSeqWaitsForTheLeadThenAsksThenRese
   EXPECT_EQ(w.stats().fallback_resends, 1u);
   EXPECT_EQ(w.stats().result_queries, 1u);
   EXPECT_EQ(w.stats().fast_resends, 0u);
+}
+
+// A gap found before the first round-trip sample waits the initial RTO (the path unknown);
+// the first sample cuts the wait to one recovery wait from then. Here the gap and the first
+// sample come in one batch: the gap is found first, the sample taken at the batch's end.
+TEST_F(LossRecovery, AWaitSetBeforeTheFirstRoundTripSampleEndsOneRecoveryWaitAfterIt) {
+  WorkerConfig c = wide_config(small_config());
+  c.initial_rto = 100 * kMillisecond;
+  Worker w(c);
+  w.submit(0, twelve_in, twelve_out, out);
+  auto frags = sent();
+  std::vector<std::vector<std::uint8_t>> results;
+  for (int i = 1; i <= 3; ++i) results.push_back(result_for(frags[i], 8));
+  std::vector<Arrival> arrivals;
+  for (auto& r : results) arrivals.push_back({r, std::nullopt});
+  w.on_packets(2 * kMillisecond, arrivals, out);
+  sent();
+  ASSERT_EQ(w.stats().deferred_gaps, 1u);
+  ASSERT_EQ(w.smoothed_rtt(), 2 * kMillisecond);
+  const Time fallback = 2 * kMillisecond + kLeadWaitRoundTrips * w.smoothed_rtt();
+  EXPECT_EQ(*w.next_timer(), fallback);  // not 2 ms + the initial 100 ms
+  w.on_timer(fallback, out);
+  EXPECT_EQ(queries_of_zero(sent()), 1u);
 }
 
 TEST_F(LossRecovery, TheLeadResendsAtOnceAndAResultCancelsTheOthersFallback) {

@@ -176,7 +176,7 @@ std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<f
   return id;
 }
 
-// Asks PS 0 for this launch's run; repeated every initial RTO until it answers. Not backed
+// Asks PS 0 for this launch's run; repeated every min_rto until it answers. Not backed
 // off: no worker of the job gets its first result before the job's last join is answered, and
 // under loss one of a job's joins is often lost twice or three times (a join and its answer
 // cross about eight links on two racks). With a doubling interval those losses cost 0.8 + 1.6
@@ -184,21 +184,25 @@ std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<f
 // early workers' round trips measured long (they waited for the late one), which slowed their
 // loss recovery for the rest of the iteration. Two racks, two jobs, K = 64, eight seeds: the
 // slower job's completion time was 0.32 of lossless at 5 % loss with the doubling, 0.42
-// without; at 10 % 0.03 (one job stuck for seconds), now 0.22. A join is one header-only
-// packet per initial RTO (100 ms in the daemons), and PS 0 forgets joins not repeated within
-// kJoinRepeatAtMost.
+// without; at 10 % 0.03 (one job stuck for seconds), now 0.22. The interval is the timer's
+// floor, not the initial RTO: PS 0 answers after every rank asked twice, so the interval is
+// every launch's wait, and a lost answer stalls the job's other workers for another one
+// (one of two jobs starting 0.8 ms late in the simulator let the other run alone, faster
+// than without loss). A join is one header-only packet per min_rto (50 ms in the daemons),
+// and PS 0 forgets joins not repeated within kJoinRepeatAtMost.
 void Worker::send_join(Time now, Outbox& out) {
   proto::Header h = own_fields(config_);
   h.kind = proto::Kind::join;
   h.ps_index = 0;
   h.seq = config_.join_nonce;
   proto::encode(h, out.add(config_.uplink, h.packet_bytes()));
-  join_resend_at_ = now + std::min({config_.initial_rto, config_.max_rto, kJoinRepeatAtMost});
+  join_resend_at_ = now + std::min({config_.min_rto, config_.max_rto, kJoinRepeatAtMost});
 }
 
 void Worker::on_joined(Time now, std::uint16_t run, Outbox& out) {
   run_ = run;
   join_started_.reset();
+  samples_from_ = kNever;  // until the first result
   send_new(now, out);
 }
 
@@ -365,9 +369,11 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   if (f.deferred) --deferred_;
   release(f);
   ++stats_.results;
+  if (samples_from_ == kNever) samples_from_ = now;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
   batch_.any_result = true;
-  if (!f.rtt_ambiguous && (!batch_.newest_sent || f.first_sent > *batch_.newest_sent))
+  if (!f.rtt_ambiguous && f.first_sent >= samples_from_ &&
+      (!batch_.newest_sent || f.first_sent > *batch_.newest_sent))
     batch_.newest_sent = f.first_sent;
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   update_windows(h, f.seq);
@@ -381,6 +387,21 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   fill_window(now, out);
 }
 
+// Gaps found before the first round-trip sample wait the initial RTO (800 us in the simulator,
+// 100 ms in the daemons), the path being unknown; once it is known, one recovery wait from now
+// is enough. Without this a gap found in the first window held its seq that long, the ring
+// filled behind it, and the job stalled until every worker's timer fired (two racks, 1 % loss).
+void Worker::shorten_first_waits(Time now) {
+  const Time wait_ends = now + lead_wait();
+  for (std::uint32_t u = base_; u != next_seq_; ++u) {
+    Fragment& f = slot(u);
+    if (f.active && !f.acked && (f.deferred || f.recheck) && f.fallback_at > wait_ends) {
+      f.fallback_at = wait_ends;
+      note_timer(wait_ends);
+    }
+  }
+}
+
 // The PS's plan for the seq plan_lag_ after `seq`, which uses the same lane.
 void Worker::take_plan(std::uint32_t seq, std::uint32_t remap_index) {
   const proto::LaneAssignment plan = proto::decode_lane_assignment(remap_index);
@@ -391,7 +412,11 @@ void Worker::take_plan(std::uint32_t seq, std::uint32_t remap_index) {
 }
 
 void Worker::finish_batch(Time now) {
-  if (batch_.newest_sent) rtt_.sample(now - *batch_.newest_sent);
+  if (batch_.newest_sent) {
+    const bool first_sample = !rtt_.has_sample();
+    rtt_.sample(now - *batch_.newest_sent);
+    if (first_sample) shorten_first_waits(now);
+  }
   retire_finished_tensors();
   arm_probe(now);
 }
@@ -584,9 +609,11 @@ Duration Worker::probe_timeout() const {
 // would, at its floor many round trips away. Two round trips after the last result, the newest
 // unanswered fragment is resent (RACK-TLP, RFC 8985): its answer reveals, by the time rule,
 // every older fragment still missing. Re-armed by every batch of results, so a flowing window
-// is never probed; one probe per silence, then the timers. Armed by results only, not by a
-// submit: at an iteration's start the job's other workers may still be computing, which is not
-// loss.
+// is never probed; one probe per silence, checked again like any resend the job waits on
+// (arm_recheck), then the timers. Without the check a lost probe or answer at an iteration's
+// end held every worker of the job for the timer's floor (382 timeouts in one run, two racks
+// at 1 % loss). Armed by results only, not by a submit: at an iteration's start the job's
+// other workers may still be computing, which is not loss.
 void Worker::arm_probe(Time now) {
   probe_due_.reset();
   if (in_flight_ > 0 && rtt_.has_sample()) probe_due_ = now + probe_timeout();
@@ -604,6 +631,7 @@ void Worker::send_probe(Time now, Outbox& out) {
     probed[shard_of(u)] = true;
     --left;
     resend(now, f, stats_.probes, out);
+    arm_recheck(now, f);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -300,6 +301,7 @@ class Worker {
   void defer_to_lead(Time now, Fragment& g);
   void ask_for_result(Time now, Fragment& g, Outbox& out);
   void arm_recheck(Time now, Fragment& f);
+  void shorten_first_waits(Time now);
   void send_query(Time now, Fragment& f, Outbox& out);
   Duration lead_wait() const {
     return rtt_.has_sample() ? kLeadWaitRoundTrips * rtt_.srtt() : rtt_.rto();
@@ -401,6 +403,15 @@ class Worker {
   std::optional<Time> probe_due_;
   std::vector<std::uint32_t> completed_;
   BatchResults batch_;  // of the on_packets() call under way
+  // Fragments sent before this gives no round-trip sample. A joining worker's first window
+  // leaves on its join's answer and waits for the job's last worker to get its own, which a
+  // lost answer delays by a join interval: its answers time the launch, not the path. Sampled,
+  // they made srtt that interval (800 us in the simulator then), and every recovery wait taken
+  // from it as long (two racks at 1 % loss: one worker's gap waited 1.6 ms, its ring filled,
+  // and the job stalled until every worker's timer fired). So on joining it is kNever until
+  // the first result; with an explicit run (its caller starts the workers together) it is 0.
+  static constexpr Time kNever = std::numeric_limits<Time>::max();
+  Time samples_from_ = 0;
   // next_timer() is asked after every event, so it returns a cached lower bound (results only
   // ever remove deadlines) and rescans the in-flight fragments only after a timer fired.
   mutable std::optional<Time> earliest_timer_;
