@@ -15,7 +15,7 @@ iterations) and two jobs of 2 racks x 3 workers (4 MiB x 4 iterations), both los
 link; one worker's link only, the paper's), K = 64 and 256, seeds 7-14; the share of the
 lossless throughput per loss (the iterations after the first: the launch's run handshake is not
 the data path), resends per lost packet and the share of resends that found their seq complete,
-with the goal rows met or missed, as JSON and a figure.
+with the goal rows met or missed, as JSON, a table (<out>/loss-recovery.md) and a figure.
 
 --placement: the paper's Fig. 14 in shape instead: 2-8 always-on jobs (no compute) of 2 racks x
 4 workers, 4 MiB x 4 iterations, the pool at 100 % of what static needs (jobs x window 64),
@@ -116,6 +116,32 @@ def loss_goals(results):
     return goals
 
 
+def write_loss_table(out, results, goals):
+    """<out>/loss-recovery.md: the share of lossless per series and loss (steady, then the
+    slower job's completion), the resend counters, and every goal row met or missed."""
+    losses = [p["loss"] for p in next(iter(results.values()))][1:]
+    lines = ["# Loss recovery: the sweep's table", "",
+             "Written by `scripts/sim-plots.py --loss-recovery`; every run's command is in "
+             "`loss-recovery.json`. Share of lossless throughput over the iterations after the "
+             "first (steady), and by the slower job's completion time, the launch included.", "",
+             "| series | " + " | ".join(f"{x * 100:g} %" for x in losses) +
+             " | resends per lost | queries per lost | late share |",
+             "|---" * (len(losses) + 4) + "|"]
+    for name, points in results.items():
+        lossy = [p for p in points if p["loss"] >= 0.001]
+        def span(key):
+            return f"{min(p[key] for p in lossy):.2f}-{max(p[key] for p in lossy):.2f}"
+        lines.append(f"| {name} | " + " | ".join(
+            f"{p['of_lossless']:.2f} ({p['completion_of_lossless']:.2f})" for p in points[1:]) +
+            f" | {span('resends_per_lost')} | {span('queries_per_lost')} | {span('late_share')} |")
+    lines += ["", "Steady share, and in parentheses the completion share. Counters at 0.1 % and "
+              "above.", "", "| goal | series | value | |", "|---|---|---|---|"]
+    lines += [f"| {g['goal']} | {g['series']} | {g['value']} | {'met' if g['met'] else '**missed**'} |"
+              for g in goals]
+    with open(f"{out}/loss-recovery.md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def completion_share(lossless, point):
     """The lossless runs' completion time over the lossy runs', seed by seed, as a mean: the
     slower job's, the first iteration included. Unlike the mean of the jobs' steady rates, it
@@ -159,7 +185,9 @@ def loss_recovery(atp, out, quick):
     fig.tight_layout()
     fig.savefig(f"{out}/loss-recovery.png", dpi=120)
     plt.close(fig)
-    write_checked(out, "loss-recovery", {"series": results, "goals": loss_goals(results)},
+    goals = loss_goals(results)
+    write_loss_table(out, results, goals)
+    write_checked(out, "loss-recovery", {"series": results, "goals": goals},
                   [r for ps in results.values() for p in ps for r in p["runs"]],
                   f"{out}/loss-recovery.png")
 
