@@ -154,25 +154,33 @@ TEST_F(WorkerTest, ABatchOfResultsIsTakenAsOneAndSamplesTheNewestRoundTrip) {
   const auto first = sent();  // seqs 0-3: the initial window
   out_alone.clear();
   ASSERT_EQ(first.size(), 4u);
-
-  w.on_packet(10 * kMillisecond, result_for(first[0], 8 * 128), out);
-  one_by_one.on_packet(10 * kMillisecond, result_for(first[0], 8 * 128), out_alone);
-  const auto second = sent();  // seq 4 into the freed slot, and the window grew: seq 5
-  out_alone.clear();
-  ASSERT_EQ(second.size(), 2u);
+  const auto to_both = [&](Time now, const std::vector<std::uint8_t>& result) {
+    w.on_packet(now, result, out);
+    one_by_one.on_packet(now, result, out_alone);
+    out_alone.clear();
+    return sent();
+  };
+  // The launch window's first answer, then the first answer to a fragment sent after it: the
+  // path's first sample, which replaces the launch's (take_rtt_sample).
+  const auto second = to_both(10 * kMillisecond, result_for(first[0], 8 * 128));
+  ASSERT_EQ(second.size(), 2u);  // seq 4 into the freed slot, and the window grew: seq 5
   EXPECT_EQ(w.smoothed_rtt(), 10 * kMillisecond);
+  const auto third = to_both(12 * kMillisecond, result_for(second[0], 8 * 128));
+  ASSERT_FALSE(third.empty());
+  EXPECT_EQ(w.smoothed_rtt(), 2 * kMillisecond);
 
   std::vector<std::vector<std::uint8_t>> results;
   for (std::size_t i = 1; i < 4; ++i) results.push_back(result_for(first[i], 8 * 128));
-  results.push_back(result_for(second[0], 8 * 128));
+  results.push_back(result_for(second[1], 8 * 128));
+  results.push_back(result_for(third[0], 8 * 128));
   std::vector<Arrival> arrivals;
   for (auto& r : results) arrivals.push_back({r, std::nullopt});
-  w.on_packets(12 * kMillisecond, arrivals, out);
-  for (auto& r : results) one_by_one.on_packet(12 * kMillisecond, r, out_alone);
+  w.on_packets(14 * kMillisecond, arrivals, out);
+  for (auto& r : results) one_by_one.on_packet(14 * kMillisecond, r, out_alone);
 
-  // The newest result left at 10 ms: one 2 ms sample, srtt 10 -> (7 * 10 + 2) / 8 = 9 ms.
-  EXPECT_EQ(w.smoothed_rtt(), 9 * kMillisecond);
-  EXPECT_GT(one_by_one.smoothed_rtt(), 9 * kMillisecond);  // three 12 ms samples among them
+  // The newest result left at 12 ms: one 2 ms sample, and srtt stays 2 ms.
+  EXPECT_EQ(w.smoothed_rtt(), 2 * kMillisecond);
+  EXPECT_GT(one_by_one.smoothed_rtt(), 2 * kMillisecond);  // seq 5's 4 ms among them
   EXPECT_EQ(w.stats().results, one_by_one.stats().results);
   EXPECT_EQ(w.congestion_window(), one_by_one.congestion_window());
   std::vector<std::uint32_t> batch_seqs, alone_seqs;
@@ -284,9 +292,9 @@ TEST(WorkerRun, AsksTheFirstServerForItsRunBeforeAnyFragmentLeaves) {
 }
 
 // The window sent on the join's answer waits for the job's last worker to get its own (a lost
-// answer: a whole join interval), so its answers give no round-trip sample; the fragments sent
-// after the first result do.
-TEST(WorkerRun, TheWindowSentOnTheJoinsAnswerTimesTheLaunchNotThePath) {
+// answer: a whole join interval): its answers time the launch, and stand only until the first
+// fragment sent after the first result is answered, which replaces them.
+TEST(WorkerRun, TheLaunchWindowsRoundTripsStandOnlyUntilThePathIsSampled) {
   WorkerConfig c = small_config();
   c.run = std::nullopt;
   c.join_nonce = 0xC0FFEE;
@@ -328,14 +336,15 @@ TEST(WorkerRun, TheWindowSentOnTheJoinsAnswerTimesTheLaunchNotThePath) {
     r.values.assign(h.value_count, 8);
     return make_packet(r);
   };
-  // The other worker's answer was lost: the first window is answered 9 ms late.
+  // The other worker's answer was lost: the first window is answered 9 ms late. Until the
+  // path is sampled, that is all there is to go by.
   w.on_packet(10 * kMillisecond, result_of(first[0]), out);
-  EXPECT_EQ(w.smoothed_rtt(), 0);
+  EXPECT_EQ(w.smoothed_rtt(), 9 * kMillisecond);
   ASSERT_EQ(out.size(), 1u);  // seq 2 leaves on that result
   const auto third = out.packets()[0].bytes;
   out.clear();
   w.on_packet(10 * kMillisecond + 20 * kMicrosecond, result_of(first[1]), out);
-  EXPECT_EQ(w.smoothed_rtt(), 0);
+  EXPECT_GT(w.smoothed_rtt(), 9 * kMillisecond);
   w.on_packet(10 * kMillisecond + 30 * kMicrosecond, result_of(third), out);
   EXPECT_EQ(w.smoothed_rtt(), 30 * kMicrosecond);  // the path's round trip, not the launch's
 }
@@ -436,7 +445,7 @@ TEST_F(WorkerTest, ATimeoutBacksOffOnlyItsOwnFragment) {
 
 // A loss among the last fragments has no later result to reveal it: two round trips after the
 // last result, the newest unanswered fragment is probed, long before the RTO's floor. One probe
-// per silence; then the timers.
+// per silence, checked again once; then the timers.
 TEST_F(WorkerTest, ATailLossIsProbedAfterTwoRoundTripsNotTheTimeoutsFloor) {
   WorkerConfig c = leading(small_config(), 2);
   c.min_rto = 20 * kMillisecond;  // far above the round trips below
@@ -498,6 +507,7 @@ TEST_F(WorkerTest, ALostProbeIsCheckedAgainBeforeTheTimer) {
   EXPECT_TRUE(header_of(again[0]).has(flag::kResend));
   EXPECT_EQ(w.stats().fallback_resends, 1u);
   EXPECT_EQ(w.stats().timeouts, 0u);
+  EXPECT_GE(*w.next_timer(), recheck + 20 * kMillisecond);  // checked once: then the timer
 }
 
 // Results re-arm the probe: a window that keeps getting answers is never probed.
@@ -1198,6 +1208,25 @@ TEST_F(LossRecovery, AWaitSetBeforeTheFirstRoundTripSampleEndsOneRecoveryWaitAft
   EXPECT_EQ(*w.next_timer(), fallback);  // not 2 ms + the initial 100 ms
   w.on_timer(fallback, out);
   EXPECT_EQ(queries_of_zero(sent()), 1u);
+
+  // The lead resends the gap at once, and checks its resend again two recovery waits after
+  // the first sample, not two initial RTOs after the resend.
+  c = leading(c, 0);
+  Worker lead(c);
+  lead.submit(0, twelve_in, twelve_out, out);
+  frags = sent();
+  results.clear();
+  for (int i = 1; i <= 3; ++i) results.push_back(result_for(frags[i], 8));
+  arrivals.clear();
+  for (auto& r : results) arrivals.push_back({r, std::nullopt});
+  lead.on_packets(2 * kMillisecond, arrivals, out);
+  ASSERT_EQ(resends_of_zero(sent()), 1u);
+  const Time recheck = 2 * kMillisecond + 2 * kLeadWaitRoundTrips * lead.smoothed_rtt();
+  lead.on_timer(recheck - 1, out);
+  EXPECT_EQ(resends_of_zero(sent()), 0u);  // (the silence's probe resends the newest only)
+  lead.on_timer(recheck, out);
+  EXPECT_EQ(resends_of_zero(sent()), 1u);
+  EXPECT_EQ(lead.stats().fallback_resends, 1u);
 }
 
 TEST_F(LossRecovery, TheLeadResendsAtOnceAndAResultCancelsTheOthersFallback) {

@@ -13,9 +13,9 @@ double gbps(std::uint64_t bytes, Duration time) {
 // What the job's allreduces took, the launch's run handshake included.
 double throughput_gbps(const sim::JobReport& j) { return gbps(j.tensor_bytes, j.communication_time); }
 
-// The iterations after the first: without the launch's run handshake, a one-time cost whose
-// timer (the initial RTO) dwarfs a few simulated iterations and whose lost joins say nothing
-// about loss recovery on the data path. 0 with a single iteration.
+// The iterations after the first: without the launch's run handshake, a one-time cost (two
+// rounds of joins, min_rto apart) that outweighs a few simulated iterations and whose lost
+// joins say nothing about loss recovery on the data path. 0 with a single iteration.
 double steady_gbps(const sim::JobReport& j) {
   if (j.iterations < 2) return 0;
   return gbps(j.tensor_bytes / j.iterations * (j.iterations - 1),

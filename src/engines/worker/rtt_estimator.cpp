@@ -30,5 +30,10 @@ void RttEstimator::sample(Duration rtt) {
   rto_ = std::clamp(srtt_ + 4 * rttvar_, min_rto_, max_rto_);
 }
 
+void RttEstimator::restart() {
+  srtt_ = rttvar_ = min_rtt_ = bucket_min_ = previous_bucket_min_ = 0;
+  samples_in_bucket_ = 0;
+  has_sample_ = false;
+}
 
 }  // namespace atp::engines

@@ -10,6 +10,9 @@ class RttEstimator {
   RttEstimator(Duration initial_rto, Duration min_rto, Duration max_rto);
 
   void sample(Duration rtt);
+  // Forgets every sample: the next one starts the estimate afresh (RFC 6298's first sample).
+  // rto() stays as it is until then.
+  void restart();
   // The current retransmission timeout. It is not backed off as a whole: the worker backs off
   // each fragment's own timer by its timeouts (random loss is not a wrong estimate).
   Duration rto() const { return rto_; }

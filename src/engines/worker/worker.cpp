@@ -202,7 +202,6 @@ void Worker::send_join(Time now, Outbox& out) {
 void Worker::on_joined(Time now, std::uint16_t run, Outbox& out) {
   run_ = run;
   join_started_.reset();
-  samples_from_ = kNever;  // until the first result
   send_new(now, out);
 }
 
@@ -372,9 +371,11 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   if (samples_from_ == kNever) samples_from_ = now;
   if (++f.tensor->finished == f.tensor->fragments) completed_.push_back(f.tensor->id);
   batch_.any_result = true;
-  if (!f.rtt_ambiguous && f.first_sent >= samples_from_ &&
-      (!batch_.newest_sent || f.first_sent > *batch_.newest_sent))
-    batch_.newest_sent = f.first_sent;
+  if (!f.rtt_ambiguous) {
+    std::optional<Time>& newest =
+        f.first_sent >= samples_from_ ? batch_.newest_sent : batch_.newest_launch_sent;
+    if (!newest || f.first_sent > *newest) newest = f.first_sent;
+  }
   if (h.has(flag::kEcn)) ++stats_.ecn_marks;
   update_windows(h, f.seq);
   if (h.has(flag::kRemap) && config_.placement == Placement::planned)
@@ -387,15 +388,18 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   fill_window(now, out);
 }
 
-// Gaps found before the first round-trip sample wait the initial RTO (800 us in the simulator,
-// 100 ms in the daemons), the path being unknown; once it is known, one recovery wait from now
-// is enough. Without this a gap found in the first window held its seq that long, the ring
-// filled behind it, and the job stalled until every worker's timer fired (two racks, 1 % loss).
+// Waits set before the first sample took the initial RTO (800 us in the simulator, 100 ms in
+// the daemons), and those set before the first path sample the launch's round trips: at each
+// of the two, a deferred gap waits
+// one recovery wait from now at most and a resend's check two (arm_recheck). Without this a
+// gap found in the launch window held its seq that long, the ring filled behind it, and the
+// job stalled until every worker's timer fired (two racks, 1 % loss).
 void Worker::shorten_first_waits(Time now) {
-  const Time wait_ends = now + lead_wait();
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& f = slot(u);
-    if (f.active && !f.acked && (f.deferred || f.recheck) && f.fallback_at > wait_ends) {
+    if (!f.active || f.acked || !(f.deferred || f.recheck)) continue;
+    const Time wait_ends = now + (f.deferred ? 1 : 2) * lead_wait();
+    if (f.fallback_at > wait_ends) {
       f.fallback_at = wait_ends;
       note_timer(wait_ends);
     }
@@ -412,13 +416,28 @@ void Worker::take_plan(std::uint32_t seq, std::uint32_t remap_index) {
 }
 
 void Worker::finish_batch(Time now) {
-  if (batch_.newest_sent) {
-    const bool first_sample = !rtt_.has_sample();
-    rtt_.sample(now - *batch_.newest_sent);
-    if (first_sample) shorten_first_waits(now);
-  }
+  take_rtt_sample(now);
   retire_finished_tensors();
   arm_probe(now);
+}
+
+// The launch window (sent before the first result) waited for the job's last worker: to join
+// (a lost join answer: a whole join interval), or to start at all. Its answers time the
+// launch, not the path, so they count only until a fragment sent after the first result is
+// answered, and that first path sample replaces them rather than being averaged in. Averaged,
+// they made srtt 0.8 ms where the path's is 12 us, for many round trips, and every recovery
+// wait taken from it as long (two racks at 1 % loss: one worker's gap waited 1.6 ms, its ring
+// filled, and the job stalled until every worker's timer fired). Until then they are all there
+// is: a first allreduce that fits in the launch window has no other sample.
+void Worker::take_rtt_sample(Time now) {
+  const bool path = batch_.newest_sent.has_value();
+  if (!path && (!batch_.newest_launch_sent || path_sampled_)) return;
+  const bool first_path_sample = path && !path_sampled_;
+  const bool first_sample = !rtt_.has_sample() || first_path_sample;
+  if (first_path_sample) rtt_.restart();
+  rtt_.sample(now - (path ? *batch_.newest_sent : *batch_.newest_launch_sent));
+  path_sampled_ |= path;
+  if (first_sample) shorten_first_waits(now);
 }
 
 // Results normally come back in about the order fragments left. A result for fragment `acked`

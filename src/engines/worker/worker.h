@@ -230,6 +230,7 @@ class Worker {
   struct BatchResults {
     bool any_result = false;
     std::optional<Time> newest_sent;
+    std::optional<Time> newest_launch_sent;  // of the fragments sent before the first result
   };
 
   void send_join(Time now, Outbox& out);
@@ -301,6 +302,7 @@ class Worker {
   void defer_to_lead(Time now, Fragment& g);
   void ask_for_result(Time now, Fragment& g, Outbox& out);
   void arm_recheck(Time now, Fragment& f);
+  void take_rtt_sample(Time now);
   void shorten_first_waits(Time now);
   void send_query(Time now, Fragment& f, Outbox& out);
   Duration lead_wait() const {
@@ -403,17 +405,14 @@ class Worker {
   std::optional<Time> probe_due_;
   std::vector<std::uint32_t> completed_;
   BatchResults batch_;  // of the on_packets() call under way
-  // Fragments sent before this gives no round-trip sample. A joining worker's first window
-  // leaves on its join's answer and waits for the job's last worker to get its own, which a
-  // lost answer delays by a join interval: its answers time the launch, not the path. Sampled,
-  // they made srtt that interval (800 us in the simulator then), and every recovery wait taken
-  // from it as long (two racks at 1 % loss: one worker's gap waited 1.6 ms, its ring filled,
-  // and the job stalled until every worker's timer fired). So on joining it is kNever until
-  // the first result; with an explicit run (its caller starts the workers together) it is 0.
+  // The first result's arrival: fragments sent earlier (the launch window) give provisional
+  // round-trip samples only, until path_sampled_ (take_rtt_sample).
   static constexpr Time kNever = std::numeric_limits<Time>::max();
-  Time samples_from_ = 0;
-  // next_timer() is asked after every event, so it returns a cached lower bound (results only
-  // ever remove deadlines) and rescans the in-flight fragments only after a timer fired.
+  Time samples_from_ = kNever;
+  bool path_sampled_ = false;
+  // next_timer() is asked after every event, so it returns a cached lower bound (results
+  // remove deadlines, and every earlier one set goes through note_timer) and rescans the
+  // in-flight fragments only after a timer fired.
   mutable std::optional<Time> earliest_timer_;
   mutable bool earliest_timer_stale_ = false;
   std::string error_;
