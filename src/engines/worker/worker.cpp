@@ -390,10 +390,10 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
 
 // Waits set before the first sample took the initial RTO (800 us in the simulator, 100 ms in
 // the daemons), and those set before the first path sample the launch's round trips: at each
-// of the two, a deferred gap waits
-// one recovery wait from now at most and a resend's check two (arm_recheck). Without this a
-// gap found in the launch window held its seq that long, the ring filled behind it, and the
-// job stalled until every worker's timer fired (two racks, 1 % loss).
+// of the two, a deferred gap waits one recovery wait from now at most and a resend's check two
+// (arm_recheck). Without this a gap found in the launch window held its seq that long, the
+// ring filled behind it, and the job stalled until every worker's timer fired (two racks, 1 %
+// loss).
 void Worker::shorten_first_waits(Time now) {
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& f = slot(u);
