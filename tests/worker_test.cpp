@@ -51,6 +51,26 @@ WorkerConfig leading(WorkerConfig c, std::uint32_t seq) {
   return c;
 }
 
+// A downward packet from the PS for `fragment`'s seq: its job, tensor, seq and aggregator.
+PacketSpec downward_for(const proto::Header& h) {
+  PacketSpec r;
+  r.job = h.job;
+  r.tensor = h.tensor;
+  r.seq = h.seq;
+  r.aggregator = h.aggregator;
+  r.workers = 0;
+  return r;
+}
+// The PS's answer for a fragment: `sum` ints per value (already the job's total).
+std::vector<std::uint8_t> result_for(const std::vector<std::uint8_t>& fragment, std::int32_t sum,
+                                     std::uint8_t extra_flags = 0) {
+  const auto h = header_of(fragment);
+  PacketSpec r = downward_for(h);
+  r.flags = flag::kResult | extra_flags;
+  r.values.assign(h.value_count, sum);
+  return make_packet(r);
+}
+
 class WorkerTest : public ::testing::Test {
  protected:
   WorkerTest() : w(small_config()) {}
@@ -63,25 +83,6 @@ class WorkerTest : public ::testing::Test {
     }
     out.clear();
     return v;
-  }
-  // A downward packet from the PS for `fragment`'s seq: its job, tensor, seq and aggregator.
-  static PacketSpec downward_for(const proto::Header& h) {
-    PacketSpec r;
-    r.job = h.job;
-    r.tensor = h.tensor;
-    r.seq = h.seq;
-    r.aggregator = h.aggregator;
-    r.workers = 0;
-    return r;
-  }
-  // The PS's answer for a fragment: `sum` ints per value (already the job's total).
-  std::vector<std::uint8_t> result_for(const std::vector<std::uint8_t>& fragment,
-                                       std::int32_t sum, std::uint8_t extra_flags = 0) {
-    const auto h = header_of(fragment);
-    PacketSpec r = downward_for(h);
-    r.flags = flag::kResult | extra_flags;
-    r.values.assign(h.value_count, sum);
-    return make_packet(r);
   }
 
   // A worker of window 8 submits a tensor of 9 fragments: the first 8 leave, returned here.
@@ -324,28 +325,16 @@ TEST(WorkerRun, TheLaunchWindowsRoundTripsStandOnlyUntilThePathIsSampled) {
   for (const auto& d : out.packets()) first.push_back(d.bytes);
   out.clear();
   ASSERT_EQ(first.size(), 2u);
-  auto result_of = [](const std::vector<std::uint8_t>& fragment) {
-    const auto h = header_of(fragment);
-    PacketSpec r;
-    r.job = h.job;
-    r.tensor = h.tensor;
-    r.seq = h.seq;
-    r.aggregator = h.aggregator;
-    r.workers = 0;
-    r.flags = flag::kResult;
-    r.values.assign(h.value_count, 8);
-    return make_packet(r);
-  };
   // The other worker's answer was lost: the first window is answered 9 ms late. Until the
   // path is sampled, that is all there is to go by.
-  w.on_packet(10 * kMillisecond, result_of(first[0]), out);
+  w.on_packet(10 * kMillisecond, result_for(first[0], 8), out);
   EXPECT_EQ(w.smoothed_rtt(), 9 * kMillisecond);
   ASSERT_EQ(out.size(), 1u);  // seq 2 leaves on that result
   const auto third = out.packets()[0].bytes;
   out.clear();
-  w.on_packet(10 * kMillisecond + 20 * kMicrosecond, result_of(first[1]), out);
+  w.on_packet(10 * kMillisecond + 20 * kMicrosecond, result_for(first[1], 8), out);
   EXPECT_GT(w.smoothed_rtt(), 9 * kMillisecond);
-  w.on_packet(10 * kMillisecond + 30 * kMicrosecond, result_of(third), out);
+  w.on_packet(10 * kMillisecond + 30 * kMicrosecond, result_for(third, 8), out);
   EXPECT_EQ(w.smoothed_rtt(), 30 * kMicrosecond);  // the path's round trip, not the launch's
 }
 

@@ -398,7 +398,7 @@ void Worker::shorten_first_waits(Time now) {
   for (std::uint32_t u = base_; u != next_seq_; ++u) {
     Fragment& f = slot(u);
     if (!f.active || f.acked || !(f.deferred || f.recheck)) continue;
-    const Time wait_ends = now + (f.deferred ? 1 : 2) * lead_wait();
+    const Time wait_ends = now + (f.deferred ? lead_wait() : recheck_wait());
     if (f.fallback_at > wait_ends) {
       f.fallback_at = wait_ends;
       note_timer(wait_ends);
@@ -582,7 +582,7 @@ void Worker::resend_on_request(Time now, const proto::Header& h, Fragment& f, Ou
 // again once, when two recovery waits passed without a result.
 void Worker::arm_recheck(Time now, Fragment& f) {
   f.recheck = true;
-  f.fallback_at = now + 2 * lead_wait();
+  f.fallback_at = now + recheck_wait();
   note_timer(f.fallback_at);
 }
 

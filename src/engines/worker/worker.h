@@ -308,6 +308,8 @@ class Worker {
   Duration lead_wait() const {
     return rtt_.has_sample() ? kLeadWaitRoundTrips * rtt_.srtt() : rtt_.rto();
   }
+  // How long a resend the seq's recovery hangs on is given before it is checked (arm_recheck).
+  Duration recheck_wait() const { return 2 * lead_wait(); }
   // How soon after its latest send an answer to g can come: one least round trip, two for a
   // resend (its answer may wait for a request round).
   Duration answer_due(const Fragment& g) const {
