@@ -25,6 +25,10 @@ TEST(ModelZoo, SizesMatchThePublishedModels) {
   EXPECT_NEAR(model_named("vgg16").forward_macs() / 1e9, 15.47, 0.15);
   EXPECT_NEAR(model_named("resnet50").forward_macs() / 1e9, 4.09, 0.04);
   EXPECT_NEAR(model_named("bert-base").forward_macs() / 1e9, 11.2, 0.11);
+  // BERT-large's 335,141,888 (with the pooler) and a two-class head of 1024 x 2 + 2; 24
+  // layers of 128 tokens x 12.6 M MACs, plus attention.
+  EXPECT_EQ(model_named("bert-large").parameters(), 335'141'888u + 2'050u);
+  EXPECT_NEAR(model_named("bert-large").forward_macs() / 1e9, 39.5, 0.4);
   EXPECT_THROW(model_named("alexnet"), std::invalid_argument);
   EXPECT_THROW(workload::gpu_flops("k80"), std::invalid_argument);
 }

@@ -5,6 +5,7 @@
 #include "apps/commands.h"
 #include "apps/sim_report.h"
 #include "sim/scenario.h"
+#include "sim/scenario_draw.h"
 
 namespace atp::apps {
 
@@ -17,7 +18,41 @@ struct Outputs {
   double series_ms = 0;
 };
 
-void run_sim(const sim::Scenario& scenario, const Outputs& outputs) {
+// A scenario drawn from a seed (sim/scenario_draw.h) instead of the options.
+struct Draw {
+  std::uint64_t seed = 0;
+  std::string variant = "atp";
+};
+
+// What a drawn scenario was, for the sweep script to group its results by.
+nlohmann::json drawn_terms(const sim::DrawnScenario& d, const std::string& variant) {
+  const sim::Scenario& s = d.scenario;
+  return {{"scenario_seed", s.seed}, {"variant", variant}, {"racks", s.racks},
+          {"workers_per_rack", s.workers_per_rack}, {"jobs", s.jobs}, {"models", s.models},
+          {"link_gbps", s.link_gbps}, {"core_gbps", s.core_gbps}, {"delay_us", s.delay_us},
+          {"values_per_packet", s.values_per_packet}, {"window", s.window},
+          {"aggregators", s.aggregators}, {"pool_share", d.pool_share},
+          {"parameter_servers", s.parameter_servers}, {"loss", d.loss},
+          {"loss_on_one_worker", d.loss_on_one_worker}, {"arrival_gap_us", s.arrival_gap_us},
+          {"compute_us", s.compute_us}, {"tensor_bytes", s.tensor_bytes},
+          {"model_scale", s.model_scale}, {"iterations", s.iterations}};
+}
+
+// With --scenario-seed the draw is the whole scenario: any option that would change it is
+// refused rather than silently overridden (the printed command line takes changes).
+void refuse_scenario_options(const CLI::App& cmd) {
+  for (const CLI::Option* o : cmd.get_options()) {
+    const std::string name = o->get_name();
+    if (o->count() == 0 || name == "--scenario-seed" || name == "--scenario-variant" ||
+        name == "--json" || name == "--series-ms" || name == "--trace-dir" || name == "--help")
+      continue;
+    throw CLI::ValidationError(name, "--scenario-seed draws the whole scenario; choose a "
+                                     "baseline with --scenario-variant, or change the command "
+                                     "line it prints (reproduce)");
+  }
+}
+
+void run_sim(const sim::Scenario& scenario, const Outputs& outputs, nlohmann::json terms = {}) {
   sim::ClusterSpec spec = sim::to_cluster_spec(scenario);
   spec.trace_dir = outputs.trace_dir;
   spec.sample_every = static_cast<Duration>(outputs.series_ms * kMillisecond);
@@ -27,6 +62,7 @@ void run_sim(const sim::Scenario& scenario, const Outputs& outputs) {
   info.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   info.reproduce = scenario.command_line();
+  info.scenario = std::move(terms);
   if (outputs.json)
     std::cout << to_json(report, info).dump(2) << "\n";
   else
@@ -41,6 +77,7 @@ void add_sim_command(CLI::App& app) {
       "sim", "Run jobs on a simulated cluster (deterministic: same seed, same run)");
   static sim::Scenario s;
   static Outputs outputs;
+  static Draw draw;
   auto* cluster = cmd->add_option("--cluster", s.cluster_file,
                   "Run a cluster file's switches, PSs and jobs (docs/configuration.md) instead "
                   "of --racks, --workers-per-rack, --jobs, --aggregators, --window, "
@@ -93,11 +130,12 @@ void add_sim_command(CLI::App& app) {
                   "Per-layer tensor bytes, comma-separated (replaces --tensor-bytes)")
       ->delimiter(',');
   cmd->add_option("--iterations", s.iterations, "Training iterations")->capture_default_str();
-  auto* model = cmd->add_option(
+  cmd->add_option(
       "--model", s.models,
-      "Train models from the zoo (resnet50, vgg16, bert-base; comma-separated: job j trains "
-      "the (j mod n)-th): their DDP buckets, backward pass overlapping the allreduce, and "
-      "compute time on --gpu replace --tensor-bytes, --layers and --compute-us")
+      "Train models from the zoo (resnet50, vgg16, bert-base, bert-large; comma-separated: "
+      "job j trains the (j mod n)-th): their DDP buckets, backward pass overlapping the "
+      "allreduce, and compute time on --gpu replace --tensor-bytes, --layers and "
+      "--compute-us, which a 'synthetic' entry runs instead")
       ->delimiter(',');
   cmd->add_option("--model-scale", s.model_scale,
                   "Divide every model's gradient bytes and compute time by this (their ratio "
@@ -158,6 +196,16 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--time-limit-s", s.time_limit_s, "Simulated seconds before giving up")
       ->capture_default_str();
   cmd->add_option("--seed", s.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--scenario-seed", draw.seed,
+                  "Run the scenario drawn from this seed (docs/simulator.md, random scenarios): "
+                  "fabric, jobs and models, K, window, pool, PSs, loss and arrivals; the "
+                  "report's reproduce line is the same run as plain options")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--scenario-variant", draw.variant,
+                  "With --scenario-seed: atp (as drawn), static (static slices, the same loss), "
+                  "lossless (ATP without loss) or static-lossless")
+      ->check(CLI::IsMember(sim::scenario_variants()))
+      ->capture_default_str();
   cmd->add_flag("--json", outputs.json, "Print one JSON object instead of a table");
   cmd->add_option("--series-ms", outputs.series_ms,
                   "With --json: each job's aggregations in network and at its PSs, and its "
@@ -167,8 +215,6 @@ void add_sim_command(CLI::App& app) {
                   "Write each switch's trace there (rack<r>.jsonl, spine.jsonl) for `atp trace "
                   "replay` and the P4 conformance harness")
       ->check(CLI::ExistingDirectory);
-  for (const char* name : {"--tensor-bytes", "--layers", "--compute-us"})
-    model->excludes(cmd->get_option(name));
   // The file says these; giving them too would be silently ignored.
   for (const char* name : {"--racks", "--workers-per-rack", "--jobs", "--aggregators",
                            "--window", "--ring", "--values-per-packet", "--policy",
@@ -177,7 +223,17 @@ void add_sim_command(CLI::App& app) {
   // --config belongs to the top-level app (CLI11 reads config files there); fallthrough lets
   // it follow `sim` on the command line.
   cmd->fallthrough();
-  cmd->callback([] { run_sim(s, outputs); });
+  cmd->callback([cmd] {
+    if (draw.seed == 0) {
+      if (cmd->count("--scenario-variant") > 0)
+        throw CLI::ValidationError("--scenario-variant", "needs --scenario-seed");
+      return run_sim(s, outputs);
+    }
+    refuse_scenario_options(*cmd);
+    const sim::DrawnScenario drawn = sim::draw_scenario(draw.seed);
+    run_sim(sim::scenario_variant(drawn.scenario, draw.variant), outputs,
+            drawn_terms(drawn, draw.variant));
+  });
 }
 
 }  // namespace atp::apps

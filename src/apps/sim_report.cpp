@@ -107,6 +107,7 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
       {"trace_hash", fmt::format("{:016x}", report.trace_hash)},
   };
   if (!report.series.empty()) out["series"] = series_json(report);
+  if (!info.scenario.is_null()) out["scenario"] = info.scenario;
   return out;
 }
 

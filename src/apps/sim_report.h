@@ -10,6 +10,7 @@ namespace atp::apps {
 struct RunInfo {
   double wall_seconds = 0;
   std::string reproduce;  // the command line that gives the same run
+  nlohmann::json scenario;  // a drawn scenario's terms (atp sim --scenario-seed), or null
 };
 
 nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info);

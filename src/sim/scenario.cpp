@@ -115,7 +115,8 @@ JobSpec job_spec(const Scenario& s, engines::Policy policy, CollectiveKind colle
   job.values_per_packet = s.values_per_packet;
   job.collective = collective;
   job.plan.iterations = s.iterations;
-  if (s.models.empty()) {
+  const bool synthetic = s.models.empty() || s.models[j % s.models.size()] == kSyntheticJob;
+  if (synthetic) {
     for (std::uint64_t b : tensor_bytes_of(s))
       job.plan.tensor_sizes.push_back(static_cast<std::size_t>(b / 4));
     job.plan.compute = static_cast<Duration>(s.compute_us * kMicrosecond);
@@ -161,11 +162,15 @@ ClusterSpec to_cluster_spec(const Scenario& s) {
   finite_in(s.arrival_gap_us, 0, 1e12, "--arrival-gap-us must be finite and 0 or more");
 
   if (!s.models.empty()) {
-    if (!s.layer_bytes.empty() || s.compute_us > 0)
-      bad("--model gives the tensors and the compute time: drop --layers and --compute-us");
+    const bool any_synthetic =
+        std::find(s.models.begin(), s.models.end(), kSyntheticJob) != s.models.end();
+    if (!any_synthetic && (!s.layer_bytes.empty() || s.compute_us > 0))
+      bad("--model gives the tensors and the compute time: drop --layers and --compute-us "
+          "(or name a synthetic job among the models, which runs them)");
     finite_in(s.model_scale, 1, 1e6, "--model-scale must be in [1, 1e6]");
     if (s.bucket_bytes < 4) bad("--bucket-bytes must be at least 4");
-    for (const auto& m : s.models) workload::model_named(m);  // names the bad one
+    for (const auto& m : s.models)
+      if (m != kSyntheticJob) workload::model_named(m);  // names the bad one
     workload::gpu_flops(s.gpu);
   }
   const CollectiveKind collective = parse_collective(s);

@@ -9,6 +9,9 @@
 
 namespace atp::sim {
 
+// The --model entry of a job that runs --tensor-bytes (or --layers) and --compute-us.
+inline constexpr const char* kSyntheticJob = "synthetic";
+
 struct Scenario {
   // A cluster file (docs/configuration.md): its switches, parameter servers and jobs replace
   // racks, workers_per_rack, jobs, aggregators, window, values_per_packet, policy and
@@ -34,7 +37,8 @@ struct Scenario {
   std::uint32_t iterations = 3;
   double compute_us = 0;
   // Model workloads (workload/models.h): job j trains models[j mod size], its buckets and
-  // compute time replacing tensor_bytes, layer_bytes and compute_us.
+  // compute time replacing tensor_bytes, layer_bytes and compute_us; a job whose entry is
+  // kSyntheticJob runs those instead, so one scenario can mix both.
   std::vector<std::string> models;
   double model_scale = 64;  // divides every model's bytes and compute time alike
   std::string gpu = "a100";

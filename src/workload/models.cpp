@@ -63,31 +63,39 @@ Model resnet50() {
   return m;
 }
 
-// BERT-base (Devlin et al. 2019; 12 layers, hidden 768, 12 heads, intermediate 3072, vocabulary
-// 30,522) fine-tuned on sequences of 128 tokens with a two-class head: 109.5 M parameters,
-// 11.2 G MACs per sequence. Embedding lookups cost no MACs.
-Model bert_base() {
-  constexpr std::uint64_t kHidden = 768, kFfn = 3072, kSeq = 128;
-  Model m{"bert-base", {}, 32, "sequence of 128 tokens"};
-  m.layers.push_back({"embeddings", (30522 + 512 + 2) * kHidden + 2 * kHidden, 0});
-  for (int l = 0; l < 12; ++l) {
-    const std::string name = "encoder." + std::to_string(l);
+// A BERT encoder (Devlin et al. 2019; vocabulary 30,522, 512 positions) fine-tuned on sequences
+// of 128 tokens with a two-class head. Embedding lookups cost no MACs.
+Model bert(std::string name, int encoder_layers, std::uint64_t hidden, std::uint64_t ffn,
+           std::uint32_t batch) {
+  constexpr std::uint64_t kSeq = 128;
+  Model m{std::move(name), {}, batch, "sequence of 128 tokens"};
+  m.layers.push_back({"embeddings", (30522 + 512 + 2) * hidden + 2 * hidden, 0});
+  for (int l = 0; l < encoder_layers; ++l) {
+    const std::string layer = "encoder." + std::to_string(l);
     for (const char* part : {".query", ".key", ".value"})
-      m.layers.push_back(dense(name + part, kHidden, kHidden, kSeq));
+      m.layers.push_back(dense(layer + part, hidden, hidden, kSeq));
     // Scores (Q K^T) and their weighted sum of values: no parameters.
-    m.layers.push_back({name + ".attention", 0, 2 * kSeq * kSeq * kHidden});
-    Layer out = dense(name + ".attention.output", kHidden, kHidden, kSeq);
-    out.parameters += 2 * kHidden;  // layer norm
+    m.layers.push_back({layer + ".attention", 0, 2 * kSeq * kSeq * hidden});
+    Layer out = dense(layer + ".attention.output", hidden, hidden, kSeq);
+    out.parameters += 2 * hidden;  // layer norm
     m.layers.push_back(out);
-    m.layers.push_back(dense(name + ".intermediate", kHidden, kFfn, kSeq));
-    Layer ffn_out = dense(name + ".output", kFfn, kHidden, kSeq);
-    ffn_out.parameters += 2 * kHidden;
+    m.layers.push_back(dense(layer + ".intermediate", hidden, ffn, kSeq));
+    Layer ffn_out = dense(layer + ".output", ffn, hidden, kSeq);
+    ffn_out.parameters += 2 * hidden;
     m.layers.push_back(ffn_out);
   }
-  m.layers.push_back(dense("pooler", kHidden, kHidden));
-  m.layers.push_back(dense("classifier", kHidden, 2));
+  m.layers.push_back(dense("pooler", hidden, hidden));
+  m.layers.push_back(dense("classifier", hidden, 2));
   return m;
 }
+
+// BERT-base: 12 layers, hidden 768, 12 heads, intermediate 3072: 109.5 M parameters, 11.2 G MACs
+// per sequence.
+Model bert_base() { return bert("bert-base", 12, 768, 3072, 32); }
+
+// BERT-large: 24 layers, hidden 1024, 16 heads, intermediate 4096: 335.1 M parameters, 39.5 G
+// MACs per sequence; half BERT-base's batch, as its memory allows on the same GPU.
+Model bert_large() { return bert("bert-large", 24, 1024, 4096, 16); }
 
 }  // namespace
 
@@ -103,14 +111,15 @@ std::uint64_t Model::forward_macs() const {
   return n;
 }
 
-std::vector<std::string> model_names() { return {"resnet50", "vgg16", "bert-base"}; }
+std::vector<std::string> model_names() { return {"resnet50", "vgg16", "bert-base", "bert-large"}; }
 
 Model model_named(std::string_view name) {
   if (name == "resnet50") return resnet50();
   if (name == "vgg16") return vgg16();
   if (name == "bert-base") return bert_base();
+  if (name == "bert-large") return bert_large();
   throw std::invalid_argument("unknown model '" + std::string(name) +
-                              "' (known: resnet50, vgg16, bert-base)");
+                              "' (known: resnet50, vgg16, bert-base, bert-large)");
 }
 
 // NVIDIA's DeepLearningExamples, PyTorch ResNet50 v1.5 README (pytorch-21.03 container),

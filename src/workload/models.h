@@ -27,7 +27,7 @@ struct Model {
   std::uint64_t forward_macs() const;  // per sample
 };
 
-// resnet50, vgg16, bert-base. Throws std::invalid_argument naming the known models.
+// resnet50, vgg16, bert-base, bert-large. Throws std::invalid_argument naming the known models.
 Model model_named(std::string_view name);
 std::vector<std::string> model_names();
 
