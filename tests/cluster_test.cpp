@@ -122,12 +122,12 @@ ClusterReport run_naming(const Scenario& s, std::vector<Named>& named,
   });
 }
 
-// The planned placement's promise (aggregator_planner.h, cap_allowance.h): each job keeps to
+// The planned placement's promise (aggregator_planner.h): each job keeps to
 // its home slice while the others are there, so no job's fragment ever names an aggregator
 // another job is using, whether the pool holds every job's window or only a slice of it, with
 // one PS per job or sharded ones, at one level or two. A job that finishes lends its home to
 // the one next to it (control/home_lending.h): only after its last fragment. Within its home
-// a job meets only its own seqs (past its cap, within the allowance), which costs that job
+// a job meets only its own seqs (when loss leaves partial sums behind), which costs that job
 // alone; most of its fragments still aggregate in the network.
 TEST(Cluster, PlannedJobsKeepToTheirHomesAndNeverMeetAnother) {
   for (std::uint32_t pool : {8u, 24u, 96u})

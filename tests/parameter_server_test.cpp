@@ -117,6 +117,36 @@ TEST_F(ParameterServerTest, LatePacketGetsTheResultAgain) {
   EXPECT_EQ(counters().late_results, 1u);
 }
 
+// The switches multicast a kept result to every worker, so one copy answers every late asker
+// whose ask arrives after it left (a rack that lost the result on its link, every worker timing
+// out at once): sent once more, not once per asker. A worker asking again after that copy lost
+// it too, and gets another; so does a query.
+TEST_F(ParameterServerTest, OneCopyOfAKeptResultAnswersEveryLateAsker) {
+  PacketSpec all = rack_sum(0, {3});
+  all.racks = 0b11;
+  send(all);
+  sent();
+  auto late = [&](std::uint8_t rack, std::uint8_t worker) {
+    PacketSpec p = single(rack, worker, {1});
+    p.flags = flag::kResend;
+    send(p);
+    return sent().size();
+  };
+  EXPECT_EQ(late(1, 0), 1u);
+  EXPECT_EQ(late(1, 1), 0u);  // the copy for rack 1's worker 0 reaches it too
+  EXPECT_EQ(late(1, 2), 0u);
+  EXPECT_EQ(late(1, 1), 1u);  // asking again: that copy was lost on its way
+  PacketSpec q = single(0, 0, {});
+  q.kind = proto::Kind::query;
+  send(q);
+  EXPECT_TRUE(sent().empty());  // covered by the copy just sent
+  send(q);
+  EXPECT_EQ(sent().size(), 1u);
+  EXPECT_EQ(counters().late_results, 2u);
+  EXPECT_EQ(counters().answered_queries, 1u);
+  EXPECT_EQ(counters().late_asks_covered, 3u);
+}
+
 // A job restarted on the same PS (all workers anew, seq and tensor counters from 0) must not
 // be answered with the results its earlier run left: without runs it got them, silently wrong.
 TEST_F(ParameterServerTest, RunsNeverMeetEachOthersState) {

@@ -852,9 +852,9 @@ TEST_F(WorkerTest, APlansCapHoldsItsSeqUntilThatFewAreOut) {
 // Drives a planned worker whose home holds 4 aggregators (cap 4, window 8) through a long
 // tensor, answering the oldest unanswered fragment every `step`: reports the most fragments
 // sent once and unanswered at any moment (those that may hold an aggregator).
-class AllowanceRun {
+class CappedRun {
  public:
-  AllowanceRun() : worker_(config()), in_(4 * 1000, 1.0f), result_(in_.size()) {}
+  CappedRun() : worker_(config()), in_(4 * 1000, 1.0f), result_(in_.size()) {}
   static WorkerConfig config() {
     WorkerConfig c = small_config();
     c.window = 8;
@@ -918,49 +918,19 @@ class AllowanceRun {
   std::set<std::uint32_t> resent_;
 };
 
-// Clean results let a planned worker past its cap (cap_allowance.h), never past its window.
-TEST(CapAllowance, CleanResultsLetAWorkerPastItsCapWithinItsHome) {
-  AllowanceRun run;
+// A planned worker keeps to its plan's cap however clean its results: the cap keeps every
+// seq's aggregator free of the job's own earlier seqs, and a fragment past it would meet one
+// and go on to the PS, one packet per worker. (An allowance past the cap, grown by clean
+// results, was the default until issue 48: with every tenant present, its collisions reached
+// the PS link before any mark could say it was full, and lossless random scenarios ran at
+// 0.14-0.46 of static slices; docs/sharing.md.)
+TEST(PlannedCap, CleanResultsNeverLetAWorkerPastItsCap) {
+  CappedRun run;
   Time now = 0;
   run.start(now);
   EXPECT_EQ(run.sent_once(), 4u);  // the cap, before any result
   EXPECT_EQ(run.answer(now, 4, kMillisecond), 4u);
-  const std::uint32_t later = run.answer(now, 60, kMillisecond);
-  EXPECT_GT(later, 4u);
-  EXPECT_LE(later, 8u);
-}
-
-// After a resend the worker keeps to its cap for kAllowanceQuietRounds round trips: loss left
-// partial sums in its home that an excess would run into.
-TEST(CapAllowance, AResendWithholdsItForQuietRounds) {
-  AllowanceRun run;
-  Time now = 0;
-  run.start(now);
-  ASSERT_GT(run.answer(now, 64, kMillisecond), 4u);  // grown
-  run.time_out(now);
-  ASSERT_EQ(run.sent_once(), 0u);
-  // A round trip is about 8 ms here (8 out, one answered per ms): 30 results are well
-  // within 40 of them, 500 well past.
-  EXPECT_LE(run.answer(now, 30, kMillisecond), 4u);
-  EXPECT_GT(run.answer(now, 500, kMillisecond), 4u);
-}
-
-// The rules themselves: clean results grow it, a collision takes one back, a mark halves it.
-TEST(CapAllowance, GrowsOnCleanResultsAndBacksOffOnCollisionsAndMarks) {
-  CapAllowance a;
-  for (int i = 0; i < 8; ++i) a.on_result(false, false);
-  EXPECT_NEAR(a.value(), 0.97, 0.02);
-  for (int i = 0; i < 40; ++i) a.on_result(false, false);
-  const double grown = a.value();
-  EXPECT_GT(grown, 3.0);
-  a.on_result(false, true);
-  EXPECT_DOUBLE_EQ(a.value(), grown - 1);
-  a.on_result(true, true);
-  EXPECT_DOUBLE_EQ(a.value(), (grown - 1) / 2);
-  EXPECT_EQ(a.extra(0, kMillisecond), static_cast<std::uint32_t>((grown - 1) / 2));
-  a.on_resend(10 * kMillisecond);
-  EXPECT_EQ(a.extra(49 * kMillisecond, kMillisecond), 0u);
-  EXPECT_GT(a.extra(50 * kMillisecond, kMillisecond), 0u);
+  EXPECT_EQ(run.answer(now, 500, kMillisecond), 4u);
 }
 
 TEST_F(WorkerTest, EmptyTensorCompletesAtOnce) {
@@ -1446,6 +1416,20 @@ TEST(RttEstimatorTest, TheLeastRoundTripFollowsAQueueThatBuildsUp) {
   EXPECT_EQ(rtt.min_rtt(), 30 * kMicrosecond);
   rtt.sample(20 * kMicrosecond);  // a shorter one counts at once
   EXPECT_EQ(rtt.min_rtt(), 20 * kMicrosecond);
+}
+
+// A steady round trip (a window standing in the worker's own queues) leaves rttvar near zero:
+// the timer still keeps min_rto above srtt, so a queue that grows by less than that fires
+// nothing.
+TEST(RttEstimatorTest, TheTimerKeepsAMarginAboveASteadyRoundTrip) {
+  RttEstimator rtt(800 * kMicrosecond, 200 * kMicrosecond, 12800 * kMicrosecond);
+  for (int i = 0; i < 200; ++i) rtt.sample(198 * kMicrosecond);
+  EXPECT_EQ(rtt.srtt(), 198 * kMicrosecond);
+  EXPECT_GE(rtt.rto(), (198 + 200) * kMicrosecond);
+  // Short round trips keep the floor itself, as before.
+  RttEstimator fast(800 * kMicrosecond, 200 * kMicrosecond, 12800 * kMicrosecond);
+  for (int i = 0; i < 200; ++i) fast.sample(12 * kMicrosecond);
+  EXPECT_LE(fast.rto(), 213 * kMicrosecond);
 }
 
 }  // namespace

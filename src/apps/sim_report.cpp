@@ -62,6 +62,9 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         // At full size: a model scaled down by s runs s times as many iterations per second.
         {"samples_per_s_per_worker",
          iterations_per_second(j) * j.samples_per_iteration / j.model_scale},
+        {"fragments_sent", j.workers.fragments_sent},
+        {"results", j.workers.results},
+        {"duplicate_results", j.workers.duplicate_results},
         {"retransmissions", engines::retransmissions(j.workers)},
         {"timeouts", j.workers.timeouts},
         {"fast_resends", j.workers.fast_resends},
@@ -70,6 +73,7 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"result_queries", j.workers.result_queries},
         {"lost_down_queries", j.workers.lost_down_queries},
         {"answered_queries", j.ps.answered_queries},
+        {"late_asks_covered", j.ps.late_asks_covered},
         {"fallback_resends", j.workers.fallback_resends},
         {"requested_resends", j.workers.requested_resends},
         {"resend_requests", j.ps.resend_requests},

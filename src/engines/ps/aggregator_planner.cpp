@@ -26,6 +26,39 @@ void AggregatorPlanner::set_home(const HomeSlice& home) {
   setup_.home_first = home.first;
   setup_.home_count = home.count;
   place_home();
+  // Plans already sent keep the old turns until their seqs are done: the next `lag` seqs
+  // after the last one planned may meet them (turn_cap()).
+  if (planned_any_) {
+    std::uint32_t last = 0;
+    bool any = false;
+    for (const Lane& l : lanes_)
+      if (l.planned && (!any || seq_distance(l.seq, last) > 0)) last = l.seq, any = true;
+    old_turns_until_ = last + setup_.lag;
+    rehomed_ = true;
+  }
+}
+
+// The cap of a home turn: the full cap, but after a home change, while plans of the old turns
+// may still be in flight, no more than the distance back to the nearest earlier seq planned on
+// the same aggregator, so the two are never in flight together. Without it, a home grown by
+// lending let a seq leave while the seq that last had its aggregator under the old turns was
+// still there: the first fragments met it and went to the PS, the later ones claimed the
+// aggregator once it was freed, and that partial sum stayed until a timeout flushed it,
+// sending every later seq on the aggregator to the PS meanwhile, one packet per worker
+// (random scenarios, issue 48, seed 1001: a job at 0.36 of static slices for 7 ms).
+std::uint32_t AggregatorPlanner::turn_cap(std::uint32_t seq, std::uint32_t aggregator,
+                                          std::uint32_t cap, const Lane& own) {
+  if (!rehomed_) return cap;
+  if (seq_distance(seq, old_turns_until_) > 0) {
+    rehomed_ = false;
+    return cap;
+  }
+  for (const Lane& l : lanes_) {
+    if (!l.planned || &l == &own || l.aggregator != aggregator) continue;
+    const std::int32_t d = seq_distance(seq, l.seq) / static_cast<std::int32_t>(setup_.shards);
+    if (d > 0) cap = std::min(cap, static_cast<std::uint32_t>(d));
+  }
+  return std::max(cap, 1u);
 }
 
 void AggregatorPlanner::place_home() {
@@ -124,7 +157,7 @@ LanePlan AggregatorPlanner::choose(Time now, std::uint32_t seq, std::uint32_t ca
   // shard apart whatever order their results came back in, and is what a worker that lost
   // this result assumes (an enabled planner that does not borrow has a home).
   const std::uint32_t turn = home_.empty() ? 0 : (seq / setup_.shards) % home_size();
-  if (!setup_.borrow) return {home_[turn], cap};
+  if (!setup_.borrow) return {home_[turn], turn_cap(seq, home_[turn], cap, own)};
   const std::size_t candidates = home_.size() + borrowable_.size();
   gap_.assign(candidates, kNone);  // this shard's seqs since each one's last use
   clash_.assign(candidates, 0);    // a later seq uses it within that seq's cap

@@ -49,6 +49,11 @@ class ContributorSet {
     return (racks_[rack] >> worker) & 1u;
   }
   std::uint32_t workers_of(unsigned rack) const { return racks_[rack]; }
+  bool empty() const {
+    for (std::uint32_t r : racks_)
+      if (r != 0) return false;
+    return true;
+  }
   void clear() { racks_.fill(0); }
 
  private:

@@ -119,9 +119,8 @@ void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, 
     return;
   }
   if (e->complete) {
-    // Someone resent after the result left: it was lost on the way down. Send it again.
-    ++job->counters.late_results;
-    return send_kept_result(*job, *e, out);
+    if (answer_late(*job, *e, who, out)) ++job->counters.late_results;
+    return;
   }
   e->ecn |= h.has(flag::kEcn);
   if (h.has(flag::kCollision)) {
@@ -274,8 +273,10 @@ void ParameterServer::answer_query(Job& job, const proto::Header& h, Outbox& out
     return;
   }
   if (e->complete) {
-    ++job.counters.answered_queries;
-    return send_kept_result(job, *e, out);
+    ContributorSet asker;
+    asker.add(h.rack, h.workers_bitmap);
+    if (answer_late(job, *e, asker, out)) ++job.counters.answered_queries;
+    return;
   }
   if (e->float_mode) return send_float_request(job, *e, out);
   if (!e->held.contains(h.rack, std::countr_zero(h.workers_bitmap))) {
@@ -283,6 +284,25 @@ void ParameterServer::answer_query(Job& job, const proto::Header& h, Outbox& out
     e->asked.add(h.rack, h.workers_bitmap);
   }
   request_missing(job, *e, out);
+}
+
+// Someone resent or asked after the result left: it was lost on the way down, or the asker's
+// timer ran out before it arrived. The switches multicast a kept result to every worker of the
+// job, so one copy answers every asker whose ask arrives after it was sent: a seq that a whole
+// rack lost, or that every worker timed out on, is sent once more, not once per asker (which
+// multiplied each result by the job's workers on the PS's downlink and, under loss or deep
+// queues, fed more timeouts: random scenarios, docs/simulator.md). A worker asking again after
+// such a copy lost it too, and gets another.
+bool ParameterServer::answer_late(Job& job, Entry& e, const ContributorSet& askers,
+                                  Outbox& out) {
+  const bool send = e.late_askers.empty() || !e.late_askers.disjoint(askers);
+  e.late_askers.add(askers);
+  if (!send) {
+    ++job.counters.late_asks_covered;
+    return false;
+  }
+  send_kept_result(job, e, out);
+  return true;
 }
 
 // The entry of the packet's (tensor, seq), if this server keeps one; never creates one.
@@ -362,6 +382,7 @@ ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header
   e.held.clear();
   e.moved_on.clear();
   e.asked.clear();
+  e.late_askers.clear();
   e.sum.assign(h.value_count, 0);
   e.result.clear();
   return &e;

@@ -56,6 +56,7 @@ struct PsJob {
   X(late_results, "results sent again for late packets")                                    \
   X(queries, "result queries: a worker had no result for a seq")                            \
   X(answered_queries, "of them, answered with the result kept")                             \
+  X(late_asks_covered, "late packets and queries a copy sent since answered already")       \
   X(resend_requests, "requests naming the workers a resent seq still lacks")                 \
   X(stale, "packets for seqs every worker has moved past")                                  \
   X(collided, "packets that had met a busy aggregator")                                     \
@@ -113,6 +114,9 @@ class ParameterServer {
     ContributorSet held;      // integer contributions summed so far
     ContributorSet moved_on;  // workers that sent seq + ring, so have this result
     ContributorSet asked;     // workers a resend request named: each is asked once
+    // Workers that asked for the result after it left, each answered by a copy sent since
+    // (engines.md §4, "one copy answers every asker").
+    ContributorSet late_askers;
     std::vector<std::int64_t> sum;
     std::vector<float> floats;  // float mode: one row of K per worker
     std::vector<std::uint8_t> result;
@@ -138,6 +142,7 @@ class ParameterServer {
   void answer_join(Job& job, const proto::Header& h, Time now, Outbox& out);
   void answer_query(Job& job, const proto::Header& h, Outbox& out);
   Entry* kept_entry(Job& job, const proto::Header& h);
+  bool answer_late(Job& job, Entry& e, const ContributorSet& askers, Outbox& out);
   bool behind_kept_state(const Job& job, const proto::Header& h) const;
   void send_resend_request(Job& job, std::uint32_t tensor, std::uint32_t seq,
                            std::uint32_t aggregator, std::uint8_t rack, std::uint32_t names,

@@ -1,6 +1,7 @@
 #pragma once
-// Retransmission timeout from measured round trips (RFC 6298: smoothed RTT + 4 x variance).
-// A worker's round trip includes waiting for the job's slowest worker, so the minimum matters.
+// Retransmission timeout from measured round trips (RFC 6298: smoothed RTT + 4 x variance,
+// the variance term at least min_rto, as Linux's TCP keeps it). A worker's round trip includes
+// waiting for the job's slowest worker, so the minimum matters.
 #include "engines/common.h"
 
 namespace atp::engines {

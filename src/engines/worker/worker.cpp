@@ -235,13 +235,11 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
                                    allowed > pipe ? allowed - pipe : 0u});
   if (budget == 0) return;
   Tensor* t = sending_ ? sending_ : &tensors_[send_cursor_];
-  const std::uint32_t extra = allowance_.extra(now, rtt_.srtt());
   for (; budget > 0; --budget) {
     // The plan may hold this seq until fewer are in flight: its aggregator is then free of
-    // the job's own earlier seqs (or, within the allowance, goes on to the PS).
+    // the job's own earlier seqs.
     const std::uint32_t cap = assignment(next_seq_).in_flight_cap;
-    if (cap != 0 && collided_share_ < kCapsYieldAt &&
-        holding_aggregators(next_seq_) >= cap + extra)
+    if (cap != 0 && collided_share_ < kCapsYieldAt && holding_aggregators(next_seq_) >= cap)
       break;
     while (next_seq_ - t->first_seq >= t->fragments) t = &tensors_[++send_cursor_];
     Fragment& f = slot(next_seq_);
@@ -587,18 +585,17 @@ void Worker::arm_recheck(Time now, Fragment& f) {
 }
 
 // A resend flushes whatever the switches hold of the fragment: it no longer holds an aggregator.
-void Worker::mark_resend(Time now, Fragment& f) {
+void Worker::mark_resend(Fragment& f) {
   if (f.deferred) --deferred_;
   f.recheck = false;
   f.deferred = false;
   ++f.retransmits;
   f.rtt_ambiguous = true;
   release(f);
-  allowance_.on_resend(now);
 }
 
 void Worker::resend(Time now, Fragment& f, std::uint64_t& cause, Outbox& out) {
-  mark_resend(now, f);
+  mark_resend(f);
   ++cause;
   transmit(now, f, true, out);
 }
@@ -700,7 +697,7 @@ void Worker::on_timer(Time now, Outbox& out) {
     }
     // No window cut: ECN marks say congestion (congestion_window.h), and a silence long enough
     // for a timeout is as often another worker's recovery as this worker's loss.
-    mark_resend(now, f);
+    mark_resend(f);
     ++f.timeouts;
     ++stats_.timeouts;
     transmit(now, f, true, out);

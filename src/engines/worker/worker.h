@@ -20,7 +20,6 @@
 #include "engines/home_slice.h"
 #include "engines/recovery_lead.h"
 #include "engines/worker/aggregator_window.h"
-#include "engines/worker/cap_allowance.h"
 #include "engines/worker/congestion_window.h"
 #include "engines/worker/rtt_estimator.h"
 #include "proto/header.h"
@@ -30,9 +29,7 @@ namespace atp::engines {
 // Where a job's fragments aggregate. `planned`: where the job's PS plans them
 // (engines/ps/aggregator_planner.h: its home slice in turns, and other jobs' idle homes when it
 // borrows), each result naming the aggregator of the seq two windows on and the in-flight cap
-// that seq leaves under; a seq whose plan was lost takes its home's turn. Past the cap, an
-// allowance grown by clean results sends a few more to their (busy) home aggregators and on
-// to the PS, while its link has room (cap_allowance.h).
+// that seq leaves under; a seq whose plan was lost takes its home's turn.
 // `hash`: aggregator_hash(job, lane) for ever (the paper's ATP).
 // `linear`: the lane itself, the same indices for every job (the paper's Fig. 14 strawman:
 // jobs sharing a pool collide on every lane).
@@ -264,7 +261,6 @@ class Worker {
     const bool collided = result.has(proto::flag::kCollision);
     if (collided) ++stats_.collided_results;
     collided_share_ += (collided - collided_share_) / 64;
-    allowance_.on_result(result.has(proto::flag::kEcn), collided);
     if (config_.aggregator_window) update_aggregator_window(collided);
   }
   void update_aggregator_window(bool collided);
@@ -355,7 +351,7 @@ class Worker {
   std::uint32_t holding_aggregators(std::uint32_t seq) const {
     return holding_[plan_shard_of(seq)];
   }
-  void mark_resend(Time now, Fragment& f);
+  void mark_resend(Fragment& f);
   // Sends f again now, counting it under its cause (one of stats_'s resend counters).
   void resend(Time now, Fragment& f, std::uint64_t& cause, Outbox& out);
   void release(Fragment& f) {
@@ -402,7 +398,6 @@ class Worker {
   // flushes the switches' state for its seq).
   std::vector<std::uint32_t> holding_;
   double collided_share_ = 0;  // of recent results (gain 1/64 per result)
-  CapAllowance allowance_;     // fragments a planned cap lets out beyond it
   // RACK-TLP's tail-loss probe: due two round trips after the last result.
   std::optional<Time> probe_due_;
   std::vector<std::uint32_t> completed_;
