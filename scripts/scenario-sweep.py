@@ -233,7 +233,7 @@ def main():
     rows = judge(runs, seeds)
     with open(f"{args.out}/{args.name}.json", "w") as f:
         json.dump({"rows": rows, "runs": [dict(r, seed=s, variant=v) for (s, v), r in runs.items()]},
-                  f, indent=0)
+                  f, separators=(",", ":"))
     if inexact:
         sys.exit("NOT EXACT:\n" + "\n".join(inexact))
     text = markdown(rows, runs, seeds, "scripts/scenario-sweep.py " + " ".join(sys.argv[1:]))
