@@ -476,5 +476,44 @@ TEST(TofinoSwitchAgent, ARestartedAgentKeepsTheFoldersScripts) {
   EXPECT_TRUE(std::filesystem::exists(a.dir / "rackA-4-start.py"));
 }
 
+// Scripts carry job tokens and run as root: each is created 0600 in a folder the agent's user
+// alone can write; a shared or linked folder is refused with a clear error, and a link planted
+// at a script's name is replaced, never followed (issue 49).
+TEST(TofinoSwitchAgent, ScriptsArePrivateAndASharedFolderIsRefused) {
+  TofinoAgent a(fabric("atp"));
+  for (const auto& entry : std::filesystem::directory_iterator(a.dir)) {
+    const auto perms = std::filesystem::status(entry.path()).permissions();
+    EXPECT_EQ(perms & std::filesystem::perms::all, std::filesystem::perms::owner_read |
+                                                       std::filesystem::perms::owner_write)
+        << entry.path();
+  }
+  // A link planted where the next script goes: the agent writes its own file, the target stays.
+  const std::filesystem::path target = a.dir.string() + "-target";
+  std::ofstream(target) << "root-only\n";
+  std::filesystem::create_symlink(target, a.dir / "rackA-2-job7-add.py");
+  a.agent->admit(fabric("atp", kJob7), 7);
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "root-only\n");
+  EXPECT_FALSE(std::filesystem::is_symlink(a.dir / "rackA-2-job7-add.py"));
+  std::filesystem::remove(target);
+
+  auto refused = [&](const std::filesystem::path& dir, const std::string& says) {
+    try {
+      TofinoSwitchAgent agent(fabric("atp"), "rackA", [](const std::string&) {}, dir.string());
+      ADD_FAILURE() << dir << " was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  std::filesystem::permissions(a.dir, std::filesystem::perms::all);  // 0777, as /tmp without +t
+  refused(a.dir, "writable by other users (mode 0777)");
+  std::filesystem::permissions(a.dir, std::filesystem::perms::owner_all);
+  const std::filesystem::path link = a.dir.string() + "-link";
+  std::filesystem::create_directory_symlink(a.dir, link);
+  refused(link, "is a symbolic link");
+  std::filesystem::remove(link);
+  refused(a.dir / "missing", "No such file or directory");
+}
+
 }  // namespace
 }  // namespace atp::daemons

@@ -47,7 +47,7 @@ elif command -v p4c >/dev/null && p4c --target tofino --help >/dev/null 2>&1; th
   /usr/bin/python3 "$here/p4/tna/check_bfrt_names.py" "$out/tna/bfrt.json" "$out"/tna/*.py
   echo "p4-test: atp p4 agent --target tofino: a job removed and admitted again, each script checked"
   agent="$out/tna/agent"
-  rm -rf "$agent" && mkdir -p "$agent"
+  rm -rf "$agent" && mkdir -m 0700 "$agent"  # the agent refuses a folder others can write
   "$build/bin/atp" p4 agent --target tofino --config "$example" --name rackA \
     --control "$agent/control.sock" --script-dir "$agent" \
     --bfrt-shell "/usr/bin/python3 $here/p4/tna/check_bfrt_names.py $out/tna/bfrt.json" \

@@ -134,7 +134,9 @@ void add_p4_agent_command(CLI::App& p4) {
                 "Tofino: the SDE's shell in batch mode, each script's path appended (e.g. "
                 "\"$SDE/run_bfshell.sh -b\"); split at spaces");
   a->add_option("--script-dir", script_dir,
-                "Tofino: the folder the agent writes each change's script into (kept)")
+                "Tofino: the folder the agent writes each change's script into (kept; the "
+                "scripts carry job tokens: a folder of this user's alone, not a link, no group "
+                "or other write, or the agent refuses it)")
       ->check(CLI::ExistingDirectory);
   a->add_option("--program", program, "Tofino: the program's name under bfrt")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -50,6 +51,25 @@ void write_private_file(const std::string& path, const std::string& text) {
   if (dir_fd >= 0) {
     ::fsync(dir_fd);
     ::close(dir_fd);
+  }
+}
+
+void check_private_folder(const std::string& path, const std::string& what) {
+  struct stat st {};
+  const std::string fix = "; give it a folder of its own (mkdir -m 0700)";
+  if (::lstat(path.c_str(), &st) != 0)
+    throw std::runtime_error(what + " " + path + ": " + std::strerror(errno));
+  if (S_ISLNK(st.st_mode))
+    throw std::runtime_error(what + " " + path + " is a symbolic link" + fix);
+  if (!S_ISDIR(st.st_mode)) throw std::runtime_error(what + " " + path + " is not a folder");
+  if (st.st_uid != ::geteuid())
+    throw std::runtime_error(what + " " + path + " belongs to user " + std::to_string(st.st_uid) +
+                             ", not to this one (" + std::to_string(::geteuid()) + ")" + fix);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw std::runtime_error(what + " " + path + " is writable by other users (mode " + mode +
+                             ")" + fix);
   }
 }
 

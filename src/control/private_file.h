@@ -11,4 +11,10 @@ namespace atp::control {
 // std::runtime_error naming `path`.
 void write_private_file(const std::string& path, const std::string& text);
 
+// Refuses (std::runtime_error naming `what` and the fix) a folder that another local user could
+// plant or change files in: `path` must be a real directory (not a symbolic link), owned by
+// this process's user, with no group or other write permission. Files written there with
+// write_private_file then stay this user's from creation to use.
+void check_private_folder(const std::string& path, const std::string& what);
+
 }  // namespace atp::control

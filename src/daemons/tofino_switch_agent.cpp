@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
+#include "control/private_file.h"
 #include "runtime/switch_cli.h"
 
 namespace atp::daemons {
@@ -32,7 +32,7 @@ std::uint64_t newest_script(const std::string& dir, const std::string& name) {
 TofinoSwitchAgent::TofinoSwitchAgent(const control::ClusterConfig& fabric, const std::string& name,
                                      ScriptRunner run, std::string script_dir, std::string program)
     : book_(fabric, name, control::P4Limits::tofino()), run_(std::move(run)),
-      dir_(std::move(script_dir)), program_(std::move(program)),
+      dir_(checked_folder(std::move(script_dir), name)), program_(std::move(program)),
       scripts_(newest_script(dir_, name)) {
   control::P4Entries start = book_.base();
   auto jobs = book_.file_jobs();
@@ -48,10 +48,21 @@ TofinoSwitchAgent::TofinoSwitchAgent(const control::ClusterConfig& fabric, const
   for (auto& [id, entries] : jobs) jobs_[id] = std::move(entries);
 }
 
+// Scripts carry every job's wire token, and the bfrt shell runs as root whatever they say: the
+// folder must be this user's alone, and each script is created 0600, never an existing file or
+// link (control::write_private_file). A shared folder let any local user read the tokens, plant
+// a link that made the agent overwrite a root-only file, or append a line the shell then ran.
+std::string TofinoSwitchAgent::checked_folder(std::string dir, const std::string& name) {
+  control::check_private_folder(dir, "p4 agent '" + name + "': --script-dir");
+  return dir;
+}
+
 void TofinoSwitchAgent::write_script(const std::string& path, const std::string& script) const {
-  std::ofstream file(path);
-  file << script;
-  if (!file.flush()) throw std::runtime_error("p4 agent '" + name() + "': cannot write " + path);
+  try {
+    control::write_private_file(path, script);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("p4 agent '" + name() + "': " + e.what());
+  }
 }
 
 void TofinoSwitchAgent::run_script(const std::string& what, const std::string& script) {

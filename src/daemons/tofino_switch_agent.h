@@ -53,6 +53,7 @@ class TofinoSwitchAgent {
  private:
   // Writes `script` to the folder as <switch>-<n>-<what>.py and runs it.
   void run_script(const std::string& what, const std::string& script);
+  static std::string checked_folder(std::string dir, const std::string& name);
   void write_script(const std::string& path, const std::string& script) const;
   void delete_job(std::uint32_t job);
 

@@ -115,7 +115,7 @@ class ParameterServer {
     ContributorSet moved_on;  // workers that sent seq + ring, so have this result
     ContributorSet asked;     // workers a resend request named: each is asked once
     // Workers that asked for the result after it left, each answered by a copy sent since
-    // (engines.md §4, "one copy answers every asker").
+    // (engines.md §3.6, "one copy for every asker").
     ContributorSet late_askers;
     std::vector<std::int64_t> sum;
     std::vector<float> floats;  // float mode: one row of K per worker
