@@ -228,9 +228,13 @@ def main():
     runs = sweep(args.atp, seeds, args.parallel)
     inexact = [r["command"] for r in runs.values() if not r["exact"]]
     if len(seeds) == 1:
+        if inexact:
+            sys.exit("NOT EXACT:\n" + "\n".join(inexact))
         single(runs, seeds[0])
-        sys.exit(1 if inexact else 0)
-    rows = judge(runs, seeds)
+        sys.exit(0)
+    # An inexact run may not have finished (no rate to divide by): every run is written, then the
+    # sweep fails naming them, before anything is judged.
+    rows = [] if inexact else judge(runs, seeds)
     with open(f"{args.out}/{args.name}.json", "w") as f:
         json.dump({"rows": rows, "runs": [dict(r, seed=s, variant=v) for (s, v), r in runs.items()]},
                   f, separators=(",", ":"))
