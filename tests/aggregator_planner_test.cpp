@@ -114,7 +114,7 @@ TEST(AggregatorPlanner, PlansFollowAHomeTheControlPlaneGrowsAndShrinks) {
       EXPECT_EQ(p.aggregator, first + (seq + 128) % count) << seq;
       EXPECT_LE(p.in_flight_cap, cap) << seq;
       cut += p.in_flight_cap < cap;
-      if (end - seq <= 128) EXPECT_EQ(p.in_flight_cap, cap) << seq;  // the old turns are done
+      if (end - seq <= 64) EXPECT_EQ(p.in_flight_cap, cap) << seq;  // past any old turn's reach
     }
   };
   plan_round(21, 21, 21);
@@ -126,6 +126,32 @@ TEST(AggregatorPlanner, PlansFollowAHomeTheControlPlaneGrowsAndShrinks) {
   plan_round(0, 64, 64);
   planner.set_home({21, 21, 1});  // the others are back
   plan_round(21, 21, 21);
+  expect_no_self_collision(plans, 1);
+}
+
+// With two PSs each plans only its own seqs (odd and even), yet a seq one PS plans on the new
+// turns must not meet a seq the other planned on the old ones; and a late result planning a
+// seq among those already planned on the old turns keeps them (review of issue 48's rule).
+TEST(AggregatorPlanner, AHomeChangeKeepsEveryPSsSeqsApart) {
+  const PlannerSetup setup{64, 0, 3, 8, 16, 1, 0, false};
+  AggregatorPlanner ps[2] = {AggregatorPlanner(setup), AggregatorPlanner(setup)};
+  std::map<std::uint32_t, Planned> plans;
+  for (std::uint32_t s = 0; s < 16; ++s) plans[s] = {s % 3, 3};
+  Time now = 0;
+  std::uint32_t seq = 0;
+  auto results = [&](std::uint32_t count, bool late_one) {
+    for (std::uint32_t end = seq + count; seq < end; ++seq) {
+      // One result comes back late: the seq after it is answered first.
+      const std::uint32_t s = late_one && seq % 8 == 3 ? seq + 1 : late_one && seq % 8 == 4 ? seq - 1 : seq;
+      const LanePlan p = ps[s % 2].on_result(now += 1000, s, plans.at(s).aggregator, false).next;
+      plans[s + 16] = {p.aggregator, p.in_flight_cap};
+    }
+  };
+  results(40, false);
+  for (auto& p : ps) p.set_home({0, 6, 1});  // lent a neighbour's home
+  results(40, true);
+  for (auto& p : ps) p.set_home({0, 3, 1});  // handed back
+  results(40, true);
   expect_no_self_collision(plans, 1);
 }
 

@@ -23,42 +23,52 @@ AggregatorPlanner::AggregatorPlanner(const PlannerSetup& setup) : setup_(setup) 
 
 void AggregatorPlanner::set_home(const HomeSlice& home) {
   if (lanes_.empty()) return;  // an invalid setup plans nothing, whatever its home
-  setup_.home_first = home.first;
-  setup_.home_count = home.count;
-  place_home();
-  // Plans already sent keep the old turns until their seqs are done: the next `lag` seqs
-  // after the last one planned may meet them (turn_cap()).
-  if (planned_any_) {
+  // The plans already sent keep the turns they were made on (home_turn()).
+  if (planned_any_ && !setup_.borrow && !home_.empty()) {
     std::uint32_t last = 0;
     bool any = false;
     for (const Lane& l : lanes_)
       if (l.planned && (!any || seq_distance(l.seq, last) > 0)) last = l.seq, any = true;
-    old_turns_until_ = last + setup_.lag;
-    rehomed_ = true;
+    old_turns_ = OldTurns{home_, cap_now(), last};
   }
+  setup_.home_first = home.first;
+  setup_.home_count = home.count;
+  place_home();
 }
 
-// The cap of a home turn: the full cap, but after a home change, while plans of the old turns
-// may still be in flight, no more than the distance back to the nearest earlier seq planned on
-// the same aggregator, so the two are never in flight together. Without it, a home grown by
-// lending let a seq leave while the seq that last had its aggregator under the old turns was
-// still there: the first fragments met it and went to the PS, the later ones claimed the
-// aggregator once it was freed, and that partial sum stayed until a timeout flushed it,
-// sending every later seq on the aggregator to the PS meanwhile, one packet per worker
-// (random scenarios, issue 48, seed 1001: a job at 0.36 of static slices for 7 ms).
-std::uint32_t AggregatorPlanner::turn_cap(std::uint32_t seq, std::uint32_t aggregator,
-                                          std::uint32_t cap, const Lane& own) {
-  if (!rehomed_) return cap;
-  if (seq_distance(seq, old_turns_until_) > 0) {
-    rehomed_ = false;
-    return cap;
+// Seq `seq`'s home turn and cap. After a home change the plans already sent keep the old
+// turns, and the workers send them as planned. So a seq at or before the last one this PS had
+// planned keeps the old turns too (a result that came back late plans it among neighbours
+// planned on them), and a seq after it on the new turns gets its cap cut to the distance back to
+// the nearest seq that may have been planned on the old turns with the same aggregator (by any
+// PS: whatever was planned up to a lag past this one's last), so the two are never in flight
+// together. Without it, a home grown by lending let a seq leave while the seq that last had its
+// aggregator under the old turns was still there: the first fragments met it and went to the
+// PS, the later ones claimed the aggregator once it was freed, and that partial sum stayed until
+// a timeout flushed it, sending every later seq on the aggregator to the PS meanwhile, one
+// packet per worker (random scenarios, issue 48, seed 1001: a job at 0.36 of static slices for
+// 7 ms). Left: a worker that lost a plan assumes the new home's turn with its full cap.
+LanePlan AggregatorPlanner::home_turn(std::uint32_t seq, std::uint32_t cap) {
+  const auto turn_of = [&](const std::vector<std::uint32_t>& home, std::uint32_t s) {
+    return home[(s / setup_.shards) % home.size()];
+  };
+  if (old_turns_) {
+    const OldTurns& old = *old_turns_;
+    if (seq_distance(seq, old.last) <= 0) return {turn_of(old.home, seq), old.cap};
+    const std::uint32_t maybe_old = old.last + setup_.lag;
+    if (seq_distance(seq, maybe_old + setup_.window) > 0) {
+      old_turns_.reset();  // nothing within any cap of it was planned on the old turns
+    } else {
+      const std::uint32_t aggregator = turn_of(home_, seq);
+      for (std::uint32_t k = 1; k < cap; ++k) {
+        const std::uint32_t earlier = seq - k * setup_.shards;
+        if (seq_distance(earlier, maybe_old) <= 0 && turn_of(old.home, earlier) == aggregator)
+          return {aggregator, k};
+      }
+      return {aggregator, cap};
+    }
   }
-  for (const Lane& l : lanes_) {
-    if (!l.planned || &l == &own || l.aggregator != aggregator) continue;
-    const std::int32_t d = seq_distance(seq, l.seq) / static_cast<std::int32_t>(setup_.shards);
-    if (d > 0) cap = std::min(cap, static_cast<std::uint32_t>(d));
-  }
-  return std::max(cap, 1u);
+  return {turn_of(home_, seq), cap};
 }
 
 void AggregatorPlanner::place_home() {
@@ -156,8 +166,8 @@ LanePlan AggregatorPlanner::choose(Time now, std::uint32_t seq, std::uint32_t ca
   // Not borrowing: every seq takes its home's turn, which keeps any home_size() seqs of the
   // shard apart whatever order their results came back in, and is what a worker that lost
   // this result assumes (an enabled planner that does not borrow has a home).
+  if (!setup_.borrow) return home_turn(seq, cap);
   const std::uint32_t turn = home_.empty() ? 0 : (seq / setup_.shards) % home_size();
-  if (!setup_.borrow) return {home_[turn], turn_cap(seq, home_[turn], cap, own)};
   const std::size_t candidates = home_.size() + borrowable_.size();
   gap_.assign(candidates, kNone);  // this shard's seqs since each one's last use
   clash_.assign(candidates, 0);    // a later seq uses it within that seq's cap

@@ -23,6 +23,7 @@
 // Borrowing with several PS shards, each plans its own seqs over its own share of the pool
 // (indices congruent to its shard), so shards never hand out the same aggregator.
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -70,9 +71,10 @@ class AggregatorPlanner {
 
   // The control plane lent the job more of the pool, or took it back (control/home_lending.h):
   // plans from now on keep to `home` (same shards). Before the first result, the first plans
-  // (which workers compute alone) follow it too. Plans already sent stand: until they are
-  // done, a new turn's cap is cut so that it never meets one of the job's own (turn_cap), but
-  // for a window or two the job may still meet what it gave back: a price, never a wrong sum.
+  // (which workers compute alone) follow it too. Plans already sent stand, and seqs near them
+  // keep their turns or have their caps cut (home_turn()), so the job does not meet its own
+  // seqs across the change; for a window or two it may still meet what it gave back: a price,
+  // never a wrong sum.
   void set_home(const HomeSlice& home);
 
   std::uint32_t home_size() const { return static_cast<std::uint32_t>(home_.size()); }
@@ -98,8 +100,7 @@ class AggregatorPlanner {
   bool learn(Time now, std::uint32_t aggregator, bool collided);  // returns: it was borrowed
   std::uint32_t cap_now() const;
   LanePlan choose(Time now, std::uint32_t seq, std::uint32_t cap, const Lane& own);
-  std::uint32_t turn_cap(std::uint32_t seq, std::uint32_t aggregator, std::uint32_t cap,
-                         const Lane& own);
+  LanePlan home_turn(std::uint32_t seq, std::uint32_t cap);
   bool usable(Time now, std::uint32_t position) const;
   // Candidates are numbered home first, then borrowable; kNone: not one of this shard's.
   std::uint32_t position_of(std::uint32_t aggregator) const;
@@ -116,9 +117,13 @@ class AggregatorPlanner {
   std::vector<Lane> lanes_;  // the plan each lane carries, as last sent
   double borrow_ = 0;        // borrowed aggregators this shard may use
   bool planned_any_ = false;  // a result has planned a lane
-  // After a home change: seqs up to old_turns_until_ may meet plans of the old turns.
-  bool rehomed_ = false;
-  std::uint32_t old_turns_until_ = 0;
+  // After a home change, the turns the plans already sent were made on (home_turn()).
+  struct OldTurns {
+    std::vector<std::uint32_t> home;  // this shard's home aggregators then
+    std::uint32_t cap = 0;            // the cap then
+    std::uint32_t last = 0;           // the last seq this PS had planned
+  };
+  std::optional<OldTurns> old_turns_;
   std::vector<std::uint32_t> gap_;  // choose()'s scratch, per candidate
   std::vector<std::uint8_t> clash_;
 };

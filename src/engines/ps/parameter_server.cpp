@@ -292,7 +292,9 @@ void ParameterServer::answer_query(Job& job, const proto::Header& h, Outbox& out
 // rack lost, or that every worker timed out on, is sent once more, not once per asker (which
 // multiplied each result by the job's workers on the PS's downlink and, under loss or deep
 // queues, fed more timeouts: random scenarios, docs/simulator.md). A worker asking again after
-// such a copy lost it too, and gets another.
+// such a copy lost it too, and gets another. (Counting the askers afresh from each copy sends
+// fewer copies, but under loss a worker whose copy was lost then waits for a second timer:
+// tuning seeds 1001-1100, resends per lost packet 2.29 -> 2.87, timeouts 0.53 -> 0.67.)
 bool ParameterServer::answer_late(Job& job, Entry& e, const ContributorSet& askers,
                                   Outbox& out) {
   const bool send = e.late_askers.empty() || !e.late_askers.disjoint(askers);
