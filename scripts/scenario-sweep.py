@@ -22,15 +22,11 @@ Seeds used to tune a rule must not be the reported ones: docs/simulator.md lists
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import simlib
 from simlib import plt
-
-JOB_FIELDS = ["job", "exact", "throughput_gbps", "iterations_per_s", "job_completion_time_s",
-              "fraction_in_network", "collisions", "retransmissions", "timeouts", "home_collided"]
-
 
 def parse_seeds(text):
     seeds = []
@@ -41,20 +37,9 @@ def parse_seeds(text):
 
 
 def run(atp, seed, variant):
-    cmd = [atp, "sim", "--json", "--scenario-seed", str(seed), "--scenario-variant", variant]
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode not in (0, 1):
-        sys.exit(f"{' '.join(cmd)} failed:\n{out.stderr}")
-    r = json.loads(out.stdout)
-    jobs = r["jobs"]
-    return {"command": " ".join(cmd[1:]), "exact": r["totals"]["exact"], "scenario": r["scenario"],
-            "mean_gbps": sum(j["throughput_gbps"] for j in jobs) / len(jobs),
-            "retransmissions": r["totals"]["retransmissions"],
-            "packets_lost": r["totals"]["packets_lost"],
-            "timeouts": sum(j["timeouts"] for j in jobs),
-            "events": r["events"], "events_per_second": r["events_per_second"],
-            "wall_time_s": r["wall_time_s"],
-            "jobs": [{k: j[k] for k in JOB_FIELDS} for j in jobs]}
+    r = simlib.run(atp, {"scenario-seed": seed, "scenario-variant": variant})
+    r["timeouts"] = sum(j["timeouts"] for j in r["jobs"])
+    return r
 
 
 def variants_of(atp, seed):
@@ -212,7 +197,7 @@ def single(runs, seed):
     for (s, v), r in sorted(runs.items()):
         print(f"{v:>16}: {r['mean_gbps']:8.3f} Gbit/s mean job, lost {r['packets_lost']}, "
               f"resends {r['retransmissions']}, timeouts {r['timeouts']}, exact {r['exact']}  "
-              f"(atp {r['command']})")
+              f"({r['command']})")
     print(json.dumps(judge(runs, [seed])[0], indent=1))
 
 

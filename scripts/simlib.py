@@ -47,8 +47,11 @@ def run(atp, base, **overrides):
         "ps_bytes_in": sum(j["ps_bytes_in"] for j in jobs),
         "jobs": [{k: j[k] for k in JOB_FIELDS} for j in jobs],
         "wall_time_s": report["wall_time_s"],
+        "events_per_second": report["events_per_second"],
         # Per interval (atp sim --series-ms), when asked for.
         "series": report.get("series"),
+        # A drawn scenario's terms (atp sim --scenario-seed).
+        "scenario": report.get("scenario"),
     }
 
 

@@ -126,13 +126,13 @@ std::vector<std::string> scenario_variants() {
 }
 
 Scenario scenario_variant(const Scenario& drawn, const std::string& variant) {
-  Scenario s = drawn;
-  if (variant == "static" || variant == "static-lossless") s.policy = "static";
-  if (variant == "lossless" || variant == "static-lossless") s.loss = s.loss_one_worker = 0;
-  if (variant != "atp" && variant != "static" && variant != "lossless" &&
-      variant != "static-lossless")
+  const std::vector<std::string> known = scenario_variants();
+  if (std::ranges::find(known, variant) == known.end())
     throw std::invalid_argument("unknown scenario variant '" + variant +
                                 "' (known: atp, static, lossless, static-lossless)");
+  Scenario s = drawn;
+  if (variant.starts_with("static")) s.policy = "static";
+  if (variant.ends_with("lossless")) s.loss = s.loss_one_worker = 0;
   return s;
 }
 
