@@ -693,7 +693,9 @@ TEST(ControllerService, AStoppedOrTricklingDaemonHoldsNoCallBeyondItsBudget) {
     std::atomic<bool> admitted{false};
     grpc::StatusCode code = grpc::StatusCode::OK;
     std::thread second([&] {
-      code = code_of([&] { ControllerClient(controller.address()).admit(request(7100)); });  // ps1
+      v1::AdmitJobRequest both = request(7100);
+      both.set_parameter_servers(2);  // needs ps1 too
+      code = code_of([&] { ControllerClient(controller.address()).admit(both); });
       admitted = true;
     });
     while (stuck.accepted() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -705,6 +707,32 @@ TEST(ControllerService, AStoppedOrTricklingDaemonHoldsNoCallBeyondItsBudget) {
     EXPECT_EQ(code, grpc::StatusCode::UNAVAILABLE) << (trickle ? "trickling" : "stopped");
     EXPECT_EQ(fabric.switch_jobs(), std::vector<std::uint32_t>{a.job_id()});  // rolled back
   }
+}
+
+// Issue 49 item 5: with one of two PSs stopped, the least-loaded pick chose it for every
+// admission, each failing UNAVAILABLE after the whole budget. Now the admission that meets it
+// lands on the healthy PS within its budget, and the next ones pass the stopped PS over.
+TEST(ControllerService, AStoppedPsIsPassedOverAndAdmissionsLandOnAHealthyOne) {
+  const std::string text = fabric_text("passover");
+  Fabric fabric(text, "ps1");
+  Controller controller(text, "");
+  testing::StuckPeer stopped("/tmp/atp-test-passover-ps1.sock", false);
+  ControllerClient tenant(controller.address());
+  const v1::Admission first = tenant.admit(request(7000));  // on ps0: ps1 is then least loaded
+  const auto started = std::chrono::steady_clock::now();
+  const v1::Admission second = tenant.admit(request(7100));
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(stopped.accepted(), 2) << "asked the stopped PS once (its admission, then the rollback)";
+  EXPECT_LT(took, std::chrono::nanoseconds(ControllerService::kCallBudget));
+  const v1::Admission third = tenant.admit(request(7200));
+  EXPECT_EQ(stopped.accepted(), 2) << "the stopped PS was asked again";
+  const std::vector<std::uint32_t> all{first.job_id(), second.job_id(), third.job_id()};
+  auto sorted = [](std::vector<std::uint32_t> ids) {
+    std::ranges::sort(ids);
+    return ids;
+  };
+  EXPECT_EQ(sorted(fabric.ps_jobs("ps0")), all);
+  EXPECT_EQ(sorted(fabric.switch_jobs()), all);
 }
 
 }  // namespace

@@ -18,6 +18,15 @@ struct ControllerError : std::runtime_error {
   Kind kind;
 };
 
+// A daemon that gave no answer in time (rather than refusing): which one, and whether a PS,
+// which an admission may replace by another.
+struct UnansweredDaemon : ControllerError {
+  UnansweredDaemon(std::string name, bool server, const std::string& what)
+      : ControllerError(Kind::failed, what), daemon(std::move(name)), is_server(server) {}
+  std::string daemon;
+  bool is_server;
+};
+
 // Metadata key of every call's credential.
 inline constexpr char kCredentialKey[] = "atp-credential";
 // Largest request the controller reads (an admission of 1024 workers is about 40 KiB).

@@ -148,14 +148,9 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
     JobRequest wanted = request_of(*request);
     wanted.tenant = admitting_tenant(context);
     const auto fabric_lock = lock_fabric(deadline);  // nobody else records a job meanwhile
-    AdmittedJob job = [&] {
-      std::lock_guard lock(book_mutex_);
-      return book_.prepare(wanted, runtime::monotonic_now());
-    }();
+    AdmittedJob job = install_new_job(wanted, deadline);
     const std::uint32_t id = job.config.id;
     const auto cluster = book_.cluster_of(job);
-    lend_homes(homes_now(&job), deadline, false);  // the lenders give its home back first
-    fabric_.install(cluster, id, control::job_toml(job.config), deadline);
     if (context->IsCancelled()) {  // nobody would ever use (or renew) it
       fabric_.uninstall(cluster, id, deadline);
       throw ControllerError(Kind::failed, "the client gave up before the job was admitted");
@@ -180,6 +175,30 @@ grpc::Status ControllerService::AdmitJob(grpc::ServerContext* context,
     spdlog::info("controller: admitted job {} ('{}', {} workers)", id, request->name(),
                  request->workers_size());
   });
+}
+
+// Under fabric_mutex_. A PS that does not answer the admission in time is marked unresponsive
+// and the job prepared again (on another PS, when the fabric has one) while the call has time
+// for a PS's step: one stopped PS no longer fails every admission that picks it.
+AdmittedJob ControllerService::install_new_job(const JobRequest& wanted, Time deadline) {
+  for (;;) {
+    AdmittedJob job = [&] {
+      std::lock_guard lock(book_mutex_);
+      return book_.prepare(wanted, runtime::monotonic_now());
+    }();
+    lend_homes(homes_now(&job), deadline, false);  // the lenders give its home back first
+    try {
+      fabric_.install(book_.cluster_of(job), job.config.id, control::job_toml(job.config), deadline);
+      return job;
+    } catch (const UnansweredDaemon& e) {
+      const Time now = runtime::monotonic_now();
+      if (!e.is_server || deadline - now < kServerStepBudget) throw;
+      spdlog::warn("controller: {} did not answer job {}'s admission in time: passed over for "
+                   "{} s, the job prepared again", e.daemon, job.config.id, kUnresponsiveFor / kSecond);
+      std::lock_guard lock(book_mutex_);
+      book_.mark_unresponsive(e.daemon, now + kUnresponsiveFor);
+    }
+  }
 }
 
 grpc::Status ControllerService::RenewLease(grpc::ServerContext* context, const v1::JobRef* ref,

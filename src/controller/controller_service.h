@@ -33,6 +33,8 @@ Instant instant_now();
 class ControllerService final : public v1::Controller::Service {
  public:
   static constexpr Duration kCallBudget = 5 * kSecond;
+  // How long admissions pass over a PS that did not answer one (JobBook::mark_unresponsive).
+  static constexpr Duration kUnresponsiveFor = 30 * kSecond;
 
   ControllerService(JobBook book, ServiceOptions options);
 
@@ -58,6 +60,7 @@ class ControllerService final : public v1::Controller::Service {
   // Takes fabric_mutex_ by `deadline`, or throws ControllerError (failed).
   std::unique_lock<std::timed_mutex> lock_fabric(Time deadline);
   void remove(std::uint32_t id, const char* why, Time deadline);
+  AdmittedJob install_new_job(const JobRequest& wanted, Time deadline);
   // Everything but the daemons' counters (which GetJob adds).
   void fill_status(const AdmittedJob& job, v1::JobStatus* out) const;
   void save() const;

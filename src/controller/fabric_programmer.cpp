@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "controller/controller_error.h"
 #include "runtime/event_loop.h"
 #include "runtime/local_servers.h"
@@ -26,7 +28,7 @@ std::vector<Daemon> FabricProgrammer::daemons_of(const control::ClusterConfig& c
                                                  std::uint32_t id) {
   std::vector<Daemon> out;
   for (const auto& ps : cluster.job(id).parameter_servers)
-    out.push_back({ps, cluster.server_named(ps).control});
+    out.push_back({ps, cluster.server_named(ps).control, true});
   for (proto::Level level : {proto::Level::spine, proto::Level::rack})
     for (const auto& s : cluster.switches()) {
       if (s.level != level) continue;
@@ -41,17 +43,25 @@ void FabricProgrammer::install(const control::ClusterConfig& cluster, std::uint3
                                const std::string& job_toml, Time deadline) {
   const auto daemons = daemons_of(cluster, id);
   for (std::size_t i = 0; i < daemons.size(); ++i) {
-    const auto reply = ask(daemons[i], {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}}, deadline);
+    const Time step = daemons[i].is_server
+                          ? std::min(deadline, runtime::monotonic_now() + kServerStepBudget)
+                          : deadline;
+    const auto reply = ask(daemons[i], {{"cmd", "admit"}, {"jobs", job_toml}, {"job", id}}, step);
     if (reply.value("ok", false)) continue;
-    // The failing daemon too: one that timed out may have installed the job all the same.
-    for (std::size_t k = 0; k <= i; ++k)
-      if (!remove_from(daemons[k], id, deadline) && k < i)
+    const bool unreachable = reply.contains("unreachable");
+    // The failing daemon too: one that timed out may have installed the job all the same (or
+    // will, if stopped: the removal queued behind the admission undoes it when it resumes).
+    for (std::size_t k = 0; k <= i; ++k) {
+      const Time by = k == i && unreachable
+                          ? std::min(deadline, runtime::monotonic_now() + kQueueBudget)
+                          : deadline;
+      if (!remove_from(daemons[k], id, by) && k < i)
         spdlog::warn("controller: rolling job {} back: {} did not remove it (the next "
                      "reconcile will)", id, daemons[k].name);
-    const bool unreachable = reply.contains("unreachable");
-    throw ControllerError(unreachable ? ControllerError::Kind::failed : ControllerError::Kind::refused,
-                          daemons[i].name + (unreachable ? ": " : " refused the job: ") +
-                              reply.value("error", std::string("no reason given")));
+    }
+    const std::string why = reply.value("error", std::string("no reason given"));
+    if (unreachable) throw UnansweredDaemon(daemons[i].name, daemons[i].is_server, daemons[i].name + ": " + why);
+    throw ControllerError(ControllerError::Kind::refused, daemons[i].name + " refused the job: " + why);
   }
 }
 
@@ -69,7 +79,7 @@ std::vector<std::string> FabricProgrammer::uninstall(const control::ClusterConfi
 
 std::vector<Daemon> FabricProgrammer::all_daemons(const control::ClusterConfig& fabric) {
   std::vector<Daemon> out;
-  for (const auto& ps : fabric.servers()) out.push_back({ps.name, ps.control});
+  for (const auto& ps : fabric.servers()) out.push_back({ps.name, ps.control, true});
   for (const auto& s : fabric.switches()) out.push_back({s.name, s.control});
   return out;
 }
@@ -99,7 +109,7 @@ bool FabricProgrammer::set_home(const control::ClusterConfig& cluster, std::uint
       all = false;
       continue;
     }
-    const Daemon d{ps, cluster.server_named(ps).control};
+    const Daemon d{ps, cluster.server_named(ps).control, true};
     const auto reply =
         ask(d, {{"cmd", "home"}, {"job", id}, {"first", home.first}, {"count", home.count}}, deadline);
     if (reply.value("ok", false)) continue;

@@ -17,7 +17,15 @@ namespace atp::controller {
 struct Daemon {
   std::string name;
   std::string control;  // its control socket
+  bool is_server = false;
 };
+
+// A PS answers an admission from memory at once (a switch may program hardware): one that
+// takes longer counts as unanswered, leaving the admission time to try another PS.
+inline constexpr Duration kServerStepBudget = 1 * kSecond;
+// What a request to a daemon that did not answer gets to be queued on its socket (a stopped
+// daemon that resumes runs it; the rollback's removal after its admission, say).
+inline constexpr Duration kQueueBudget = kSecond / 4;
 
 // Every call takes a deadline (monotonic time): a daemon that is stopped or answers a byte at a
 // time counts as unreachable once it passes, so no call outlasts it by more than a connect.
@@ -31,7 +39,8 @@ class FabricProgrammer {
   static std::vector<Daemon> daemons_of(const control::ClusterConfig& cluster, std::uint32_t id);
 
   // Installs the job on each daemon; if one refuses or does not answer, removes it from those
-  // already done and throws ControllerError naming the daemon and its reason.
+  // already done and throws ControllerError naming the daemon and its reason (UnansweredDaemon
+  // when it did not answer: a PS within kServerStepBudget, a switch by `deadline`).
   void install(const control::ClusterConfig& cluster, std::uint32_t id, const std::string& job_toml,
                Time deadline);
   // Removes the job everywhere it is; returns what could not be reached (empty: all done).

@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "control/home_lending.h"
 #include "control/private_file.h"
@@ -87,7 +88,7 @@ AdmittedJob JobBook::prepare(const JobRequest& r, Time now) const {
   j.max_gradient = r.terms.max_gradient > 0 ? r.terms.max_gradient : j.max_gradient;
   if (r.terms.deadline_ms) j.deadline = Duration{r.terms.deadline_ms} * kMillisecond;
   j.aggregator_window = r.terms.aggregator_window;
-  j.parameter_servers = pick_servers(std::max<std::uint32_t>(r.terms.parameter_servers, 1));
+  j.parameter_servers = pick_servers(std::max<std::uint32_t>(r.terms.parameter_servers, 1), now);
   j.static_aggregators = r.terms.static_aggregators;
   if (j.static_aggregators == 0)  // a share every static switch can give (the smallest pool's)
     for (const auto& s : fabric_.switches())
@@ -348,17 +349,24 @@ std::uint32_t JobBook::next_free_id() const {
   throw ControllerError(Kind::refused, "no free job id (and multicast group) left");
 }
 
-// The least loaded servers, in fabric order among equals.
-std::vector<std::string> JobBook::pick_servers(std::uint32_t count) const {
-  std::vector<std::pair<std::size_t, std::size_t>> load;  // (jobs, fabric position)
+// The least loaded servers, in fabric order among equals; the ones marked unresponsive last.
+std::vector<std::string> JobBook::pick_servers(std::uint32_t count, Time now) const {
+  std::vector<std::tuple<bool, std::size_t, std::size_t>> load;  // (unresponsive, jobs, position)
   for (std::size_t i = 0; i < fabric_.servers().size(); ++i) {
-    const auto it = server_load_.find(fabric_.servers()[i].name);
-    load.emplace_back(it == server_load_.end() ? 0 : it->second, i);
+    const std::string& name = fabric_.servers()[i].name;
+    const auto jobs = server_load_.find(name);
+    const auto mark = unresponsive_until_.find(name);
+    load.emplace_back(mark != unresponsive_until_.end() && mark->second > now,
+                      jobs == server_load_.end() ? 0 : jobs->second, i);
   }
   std::ranges::sort(load);
   std::vector<std::string> out;
-  for (std::uint32_t k = 0; k < count; ++k) out.push_back(fabric_.servers()[load[k].second].name);
+  for (std::uint32_t k = 0; k < count; ++k) out.push_back(fabric_.servers()[std::get<2>(load[k])].name);
   return out;
+}
+
+void JobBook::mark_unresponsive(const std::string& server, Time until) {
+  unresponsive_until_[server] = until;
 }
 
 // What one packet of the switches that aggregate the job carries: its racks', and their

@@ -85,6 +85,9 @@ class JobBook {
   void unclaim(std::uint32_t id);
   std::vector<std::uint32_t> expired(Time now) const;
   std::vector<std::uint32_t> ids() const;
+  // A PS that did not answer an admission in time: until `until`, admissions pick it only
+  // when the healthy PSs are too few for the job.
+  void mark_unresponsive(const std::string& server, Time until);
 
   // Each planned job's home to plan on now (control/home_lending.h, lend_idle_pool): its own,
   // grown over the blocks of its pools that no admitted job's home holds, up to its window, on
@@ -109,7 +112,7 @@ class JobBook {
 
  private:
   std::uint32_t next_free_id() const;
-  std::vector<std::string> pick_servers(std::uint32_t count) const;
+  std::vector<std::string> pick_servers(std::uint32_t count, Time now) const;
   std::uint16_t default_values_per_packet(const JobRequest& request) const;
   void assign_home(AdmittedJob& job) const;
   Duration restored_lease(AdmittedJob& job, const nlohmann::json& saved, Instant now) const;
@@ -125,6 +128,7 @@ class JobBook {
   Limits limits_;
   std::map<std::uint32_t, AdmittedJob> jobs_;
   std::map<std::string, std::size_t> server_load_;  // jobs per parameter server
+  std::map<std::string, Time> unresponsive_until_;   // mark_unresponsive
   std::uint32_t next_id_ = 1;  // ids go round 1..kMaxSwitchJobId, skipping held ones
 };
 
