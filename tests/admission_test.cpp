@@ -121,10 +121,10 @@ TEST(SliceAllocator, HandsOutFreeRunsFirstFitAndNeverOverlaps) {
   EXPECT_EQ(a.slice_of(1)->first, 0u);
 }
 
-std::string cluster_text(const std::vector<std::uint32_t>& jobs) {
+std::string cluster_text(const std::vector<std::uint32_t>& jobs, const std::string& policy = "static") {
   std::string s =
       "[[switch]]\nname = \"rack0\"\naddress = \"127.0.0.1:0\"\naggregators = 64\n"
-      "policy = \"static\"\n[[ps]]\nname = \"ps\"\naddress = \"127.0.0.1:9\"\n";
+      "policy = \"" + policy + "\"\n[[ps]]\nname = \"ps\"\naddress = \"127.0.0.1:9\"\n";
   for (std::uint32_t id : jobs)
     s += "[[job]]\nid = " + std::to_string(id) + "\nparameter_servers = [\"ps\"]\nworkers = [" +
          "{ rack = \"rack0\", address = \"127.0.0.1:" + std::to_string(1000 + 2 * id) + "\" }," +
@@ -176,6 +176,17 @@ std::string fresh_job(std::uint32_t id, std::uint32_t cycle) {
 // The address book once only grew: after about 2,100 admissions of 32 workers every admission
 // failed ("node 65535 has no port number"), and a datagram from such an address then threw in
 // the packet loop and ended the switch.
+// Issue 49 item 7: a job under the ATP policy holds no slice, from the file or admitted; its
+// stats once showed the file's cut of the pool as its "static_slice".
+TEST(Admission, AnAtpJobShowsNoStaticSlice) {
+  daemons::SwitchDaemon sw(ClusterConfig::parse(cluster_text({1, 2}, "atp")), "rack0");
+  sw.admit(ClusterConfig::parse(cluster_text({1, 2, 3}, "atp")), 3);
+  for (std::uint32_t job : {1u, 2u, 3u}) {
+    EXPECT_FALSE(sw.static_slice(job)) << job;
+    EXPECT_FALSE(sw.stats()["jobs"][std::to_string(job)].contains("static_slice")) << job;
+  }
+}
+
 TEST(Admission, AdmissionsAndRemovalsWithoutEndKeepTheSwitchServing) {
   const std::string fabric =
       "[[switch]]\nname = \"rack0\"\naddress = \"127.0.0.1:0\"\naggregators = 64\n"

@@ -267,6 +267,15 @@ TEST(P4SwitchAgent, AnAdmittedStaticJobGetsAFreeSliceOrIsRefused) {
   EXPECT_EQ(a.agent->stats()["jobs"]["7"]["static_slice"], (nlohmann::json{0, 4096}));
 }
 
+// Issue 49 item 7: a job under the ATP policy showed the file's cut of the pool as its
+// "static_slice"; it holds none.
+TEST(P4SwitchAgent, AnAtpJobShowsNoStaticSlice) {
+  Agent a(fabric("atp", std::string(kJob7) + kJob8));
+  a.agent->admit(fabric("atp", std::string(kJob7) + kJob8), 8);
+  for (const char* job : {"7", "8"})
+    EXPECT_FALSE(a.agent->stats()["jobs"][job].contains("static_slice")) << job;
+}
+
 TEST(P4SwitchAgent, TheClaimClockWritesEachNewEpochOnceAndRetriesAFailedWrite) {
   Agent a(fabric("atp"));
   const Time start = runtime::monotonic_now();

@@ -76,4 +76,9 @@ void place_static_slice(SliceAllocator& slices, engines::Policy policy, engines:
   job.static_first = slice->first;
 }
 
+void reserve_file_slice(SliceAllocator& slices, engines::Policy policy, const engines::SwitchJob& job) {
+  if (policy == engines::Policy::static_partition && job.static_count > 0)
+    slices.reserve(job.job, {job.static_first, job.static_count});
+}
+
 }  // namespace atp::control

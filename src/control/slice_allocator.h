@@ -46,5 +46,8 @@ class SliceAllocator {
 // as it is.
 void place_static_slice(SliceAllocator& slices, engines::Policy policy, engines::SwitchJob& job,
                         const std::string& switch_name);
+// A job a cluster file names, as the file cut the pool: only a static job holds a slice (an
+// ATP job's file slice means nothing to the switch, and once showed as its static_slice).
+void reserve_file_slice(SliceAllocator& slices, engines::Policy policy, const engines::SwitchJob& job);
 
 }  // namespace atp::control

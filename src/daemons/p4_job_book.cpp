@@ -18,7 +18,7 @@ std::vector<std::pair<std::uint32_t, control::P4Entries>> P4JobBook::file_jobs()
   std::vector<std::pair<std::uint32_t, control::P4Entries>> jobs;
   runtime::AddressBook book;
   for (engines::SwitchJob& job : fabric_.switch_jobs(spec_.name, book)) {
-    slices_.reserve(job.job, {job.static_first, job.static_count});  // as the file cut the pool
+    control::reserve_file_slice(slices_, profile_.policy, job);
     const std::uint32_t id = job.job;
     jobs.emplace_back(id, entries_of(std::move(job), book));
   }

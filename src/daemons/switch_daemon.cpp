@@ -20,7 +20,7 @@ SwitchDaemon::SwitchDaemon(const control::ClusterConfig& config, const std::stri
   for (auto& shard : shards_)
     for (auto& job : config.switch_jobs(name, shard->book))
       if (shards_[config.thread_of(name, job.job)] == shard) {
-        shard->slices.reserve(job.job, {job.static_first, job.static_count});
+        control::reserve_file_slice(shard->slices, shard->pipeline.config().policy, job);
         shard->pipeline.add_job(std::move(job));
       }
   for (auto& shard : shards_) forget_unused_addresses(*shard);
