@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ make pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
-  python3 iproute2 iptables iperf3 openssl ethtool
+  python3 iproute2 iptables iperf3 openssl libssl-dev ethtool
   clang-14 libclang-rt-14-dev libgloo-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch python3-sklearn libtorch-dev

@@ -21,10 +21,12 @@ void add_ctl_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   ctl->require_subcommand(1);
   auto send = [](nlohmann::json request) {
-    // Over TCP only: a Unix socket's peer is checked by its uid, and a daemon asks no secret there.
-    if (!secret_file.empty() && runtime::is_tcp_control(socket))
-      request["secret"] = read_secret_file(secret_file, "control secret");
-    const nlohmann::json reply = runtime::control_request(socket, request);
+    // Over TCP only, and proved rather than sent (runtime/control_auth.h): a Unix socket's peer
+    // is checked by its uid, and a daemon asks no secret there.
+    const std::string secret = runtime::is_tcp_control(socket) && !secret_file.empty()
+                                   ? read_secret_file(secret_file, "control secret")
+                                   : std::string();
+    const nlohmann::json reply = runtime::control_request(socket, request, runtime::kControlRequestBudget, secret);
     std::cout << reply.dump(2) << "\n";
     set_exit_code(reply.value("ok", false) ? 0 : 1);
   };

@@ -40,8 +40,8 @@ void add_common(CLI::App* cmd, DaemonOptions& o, const char* what) {
                   "tcp://a.b.c.d:port (default: the file's `control`, else /tmp/atp-NAME.sock; "
                   "'off' disables)");
   cmd->add_option("--control-secret-file", o.control_secret_file,
-                  "File whose first line every control request must carry (needed with a "
-                  "tcp://a.b.c.d:port control address)");
+                  "File whose first line is the control secret callers must prove they hold "
+                  "(needed with a tcp://a.b.c.d:port control address; never sent)");
   cmd->add_option("--metrics-port", o.metrics_port,
                   "Serve Prometheus metrics over HTTP on this TCP port (0: any free port)");
   cmd->add_option("--metrics-address", o.metrics_address, "Address for the metrics port")
@@ -75,14 +75,12 @@ void serve(const DaemonOptions& o, const char* kind, Make make) {
   if (secret.empty() && tcp)
     throw std::invalid_argument("a control socket on TCP (" + control_path +
                                 ") needs --control-secret-file");
-  // On a Unix socket the peer is checked by its uid instead (runtime::RequestServer): its
-  // controller never sends the secret there.
+  // Over TCP callers prove they hold the secret (runtime/control_auth.h); on a Unix socket the
+  // peer is checked by its uid instead.
   if (control_path != "off")
-    control.emplace(loop, control_path, [&daemon, secret, tcp](const nlohmann::json& r) {
-      if (!secret.empty() && tcp && !daemons::carries_secret(r, secret))
-        return nlohmann::json{{"ok", false}, {"error", "this daemon's control needs its secret"}};
-      return daemons::answer_control(daemon, r);
-    });
+    control.emplace(
+        loop, control_path, [&daemon](const nlohmann::json& r) { return daemons::answer_control(daemon, r); },
+        tcp ? secret : std::string());
   std::optional<runtime::MetricsServer> metrics;
   if (o.metrics_port >= 0) {
     metrics.emplace(loop, o.metrics_address, static_cast<std::uint16_t>(o.metrics_port),

@@ -11,13 +11,13 @@
 namespace atp::controller {
 
 nlohmann::json FabricProgrammer::ask(const Daemon& d, nlohmann::json request, Time deadline) const {
-  // Over TCP only: a Unix socket's peer is checked by its uid (runtime::control_request), and a
-  // secret sent there would reach whoever holds the path.
-  if (!secret_.empty() && runtime::is_tcp_control(d.control)) request["secret"] = secret_;
+  // The secret is proved over TCP, never sent (runtime/control_auth.h); a Unix socket's peer is
+  // checked by its uid instead.
   try {
     const Time left = deadline - runtime::monotonic_now();
     if (left <= 0) throw std::runtime_error("the call's time was up before asking");
-    return runtime::control_request(d.control, request, left);
+    return runtime::control_request(d.control, request, left,
+                                    runtime::is_tcp_control(d.control) ? secret_ : std::string());
   } catch (const std::exception& e) {
     return {{"ok", false}, {"error", std::string("no answer on ") + d.control + ": " + e.what()},
             {"unreachable", true}};

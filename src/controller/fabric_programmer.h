@@ -31,7 +31,8 @@ inline constexpr Duration kQueueBudget = kSecond / 4;
 // time counts as unreachable once it passes, so no call outlasts it by more than a connect.
 class FabricProgrammer {
  public:
-  // `secret`: sent with every request, for daemons whose control is TCP (their secret).
+  // `secret`: the daemons' control secret, which a daemon controlled over TCP and this
+  // controller prove to each other on each request (runtime/control_auth.h; never sent).
   explicit FabricProgrammer(std::string secret = {}) : secret_(std::move(secret)) {}
 
   // The switches and PSs that serve job `id` of `cluster`: PSs first, then switches from the

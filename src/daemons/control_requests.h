@@ -9,7 +9,7 @@
 //   {"cmd":"home","job":ID,"first":F,"count":C} -> a PS plans the job's seqs on aggregators
 //                                                  [F, F + C) from now on (the controller lends
 //                                                  idle blocks of the pool: home_lending.h)
-// Over TCP every request also carries "secret" (see carries_secret).
+// Over TCP the caller first proves it holds the daemon's control secret (runtime/control_auth.h).
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -17,18 +17,8 @@
 
 #include "control/cluster_config.h"
 #include "control/slice_allocator.h"
-#include "control/same_secret.h"
 
 namespace atp::daemons {
-
-// Whether `request` carries `secret` as "secret" (compared in constant time). A daemon whose
-// control listens on TCP (reachable from the network) answers only such requests; a Unix
-// socket is guarded by the peer's uid (runtime::RequestServer).
-inline bool carries_secret(const nlohmann::json& request, const std::string& secret) {
-  const auto it = request.find("secret");
-  if (it == request.end() || !it->is_string()) return false;
-  return control::same_secret(it->get_ref<const std::string&>(), secret);
-}
 
 // The request's `key`: a whole number within 32 bits. (get<uint32_t> alone would wrap 2^32 + 1
 // onto 1: a request naming job 2^32 + 1 once removed job 1.)

@@ -219,8 +219,8 @@ def test_a_tls_controller_talks_only_to_clients_that_trust_its_certificate(tmp_p
 
 
 def test_daemons_controlled_over_tcp_answer_only_with_their_secret(tmp_path):
-    """Daemons on other hosts than the controller: control over TCP, every request carrying
-    the daemons' secret."""
+    """Daemons on other hosts than the controller: control over TCP, each request proving the
+    daemons' secret without sending it (runtime/control_auth.h)."""
     with atp.launch.LocalFabric(tcp_control=True) as fabric:
         code, out = torchrun("collectives", tmp_path, env={"ATP_CONTROLLER": fabric.controller})
         assert code == 0, out
@@ -228,7 +228,12 @@ def test_daemons_controlled_over_tcp_answer_only_with_their_secret(tmp_path):
             assert_collectives_exact(r)
         ctl = [atp.launch.atp_binary(), "ctl", "--socket", fabric.control["rack0"]]
         refused = subprocess.run(ctl + ["list"], capture_output=True, text=True)
-        assert refused.returncode == 1 and "needs its secret" in refused.stdout, refused.stdout
+        assert refused.returncode == 2 and "needs its secret" in refused.stderr, refused.stderr
+        wrong = tmp_path / "wrong-secret"
+        wrong.write_text("not the daemons' secret\n")
+        wrong.chmod(0o600)
+        refused = subprocess.run(ctl + ["--secret-file", str(wrong), "list"], capture_output=True, text=True)
+        assert refused.returncode == 2 and "did not prove it holds" in refused.stderr, refused.stderr
         listed = subprocess.run(ctl + ["--secret-file", fabric.daemon_secret_file, "list"],
                                 capture_output=True, text=True, check=True)
         assert json.loads(listed.stdout)["jobs"] == []  # removed at the end, over TCP
