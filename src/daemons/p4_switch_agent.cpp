@@ -1,5 +1,7 @@
 #include "daemons/p4_switch_agent.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include <charconv>
@@ -67,8 +69,10 @@ bool P4SwitchAgent::learn_members(Time now) {
           spdlog::warn("p4 agent '{}': {}", name(), e.what());
         }
         job.node_stale |= m.heard;
-        // A member that stays silent is read less often: one named but never there costs little.
-        m.next_read = now + (now - m.admitted < kQuickLearning ? 0 : kSlowLearning);
+        // A member that stays silent is read less and less often: one named but never there
+        // (issue 49 item 6: 320 reads a second for 10 jobs of 32 silent workers) costs little.
+        if (now - m.admitted >= kQuickLearning) m.wait = std::clamp(2 * m.wait, kSlowLearning, kSlowestLearning);
+        m.next_read = now + m.wait;
       }
       unheard |= !m.heard;
     }

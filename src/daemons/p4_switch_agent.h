@@ -12,7 +12,9 @@
 //    kept and tried again every kLearnPeriod (the entry would block the job's next admission);
 //  - members learned: a job's group starts with no port, and a port joins it once the data
 //    plane has accepted the job's packet from it (register AtpIngress.heard, read every
-//    kLearnPeriod for kQuickLearning after the member's admission, then every kSlowLearning),
+//    kLearnPeriod for kQuickLearning after the member's admission, then after kSlowLearning,
+//    each silent read doubling the wait up to kSlowestLearning: a member named but never there
+//    costs a read every 32 s, not every second),
 //    as `atp switch` sends results and float requests only to members it has heard from;
 //  - the claim clock: the epoch register written every stale_after / 8 when it changes
 //    (engines::claim_clock), as a Tofino's control CPU would.
@@ -43,6 +45,7 @@ class P4SwitchAgent {
   static constexpr Duration kLearnPeriod = 20 * kMillisecond;
   static constexpr Duration kQuickLearning = 2 * kSecond;
   static constexpr Duration kSlowLearning = 1 * kSecond;
+  static constexpr Duration kSlowestLearning = 32 * kSecond;
 
   // Ticks the claim clock and learns members on `loop` from now on.
   void attach(runtime::EventLoop& loop);
@@ -70,6 +73,7 @@ class P4SwitchAgent {
     std::uint32_t slot = 0;
     bool heard = false;
     Time admitted = 0, next_read = 0;
+    Duration wait = 0;  // after kQuickLearning: the next silent read's wait (doubling)
   };
   // What one job holds on the switch: each table entry's (table, handle), its group's node and
   // the members below, heard or not.
