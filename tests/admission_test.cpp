@@ -227,7 +227,10 @@ TEST(Admission, AdmissionsAndRemovalsWithoutEndKeepTheSwitchServing) {
 
 // A tenant naming addresses it does not hold as its workers once had the switch send its
 // job's results and float requests at them (17x reflection at 30 foreign addresses). A member
-// gets multicast copies only once it has sent the switch a datagram from its address.
+// gets multicast copies only once it has sent the switch a packet of that job, with its token
+// and its own rank, from its address. "Heard" was once any datagram from the address, for any
+// job: a victim that is a live worker of another job (here job 2), or that sent junk, got job
+// 1's results (issue 49 item 1).
 TEST(Admission, AMemberNeverHeardFromGetsNoCopies) {
   auto bound = [] {
     const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
@@ -247,6 +250,8 @@ TEST(Admission, AMemberNeverHeardFromGetsNoCopies) {
       "[[ps]]\nname = \"ps\"\naddress = \"127.0.0.1:" + std::to_string(ps_port) + "\"\n"
       "[[job]]\nid = 1\nparameter_servers = [\"ps\"]\nworkers = ["
       "{ rack = \"rack0\", address = \"127.0.0.1:" + std::to_string(tenant_port) + "\" },"
+      "{ rack = \"rack0\", address = \"127.0.0.1:" + std::to_string(victim_port) + "\" }]\n"
+      "[[job]]\nid = 2\nparameter_servers = [\"ps\"]\nworkers = ["
       "{ rack = \"rack0\", address = \"127.0.0.1:" + std::to_string(victim_port) + "\" }]\n");
   daemons::SwitchDaemon sw(cluster, "rack0");
   runtime::EventLoop loop;
@@ -267,13 +272,13 @@ TEST(Admission, AMemberNeverHeardFromGetsNoCopies) {
     while (::recv(fd, buffer, sizeof buffer, 0) > 0) ++n;
     return n;
   };
-  auto packet = [&](std::uint8_t flags, std::uint32_t workers) {
+  auto packet = [&](std::uint8_t flags, std::uint32_t workers, std::uint32_t job = 1) {
     proto::Header h;
     h.flags = flags;
-    h.job = 1;
-    h.token = cluster.wire_token(1);
+    h.job = job;
+    h.token = cluster.wire_token(job);
     h.workers_bitmap = workers;
-    h.rack_fan_in = 2;
+    h.rack_fan_in = job == 1 ? 2 : 1;
     h.job_fan_in = 1;
     h.next_level = flags & proto::flag::kResult ? proto::Level::rack : proto::Level::parameter_server;
     h.value_count = 1;
@@ -289,14 +294,20 @@ TEST(Admission, AMemberNeverHeardFromGetsNoCopies) {
   packets_seen(2);
   send(ps, packet(proto::flag::kResult, 0));
   packets_seen(3);
+  // The victim speaks for its own job 2 (a float fragment, passed up), and sends junk.
+  send(victim, packet(proto::flag::kFloatPayload, 1, 2));
+  send(victim, {1, 2, 3});
+  packets_seen(5);
+  send(ps, packet(proto::flag::kResult, 0));
+  packets_seen(6);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   loop.stop();
   loop.wake();
   serving.join();
-  EXPECT_EQ(received(tenant), 1);
+  EXPECT_EQ(received(tenant), 2);
   EXPECT_EQ(received(victim), 0);
-  EXPECT_EQ(received(ps), 1);  // the float fragment, passed up
-  EXPECT_EQ(sw.stats()["unheard_copies"].get<std::uint64_t>(), 3u);
+  EXPECT_EQ(received(ps), 2);  // the float fragments, passed up
+  EXPECT_EQ(sw.stats()["unheard_copies"].get<std::uint64_t>(), 4u);
   for (int fd : {ps, tenant, victim}) ::close(fd);
 }
 

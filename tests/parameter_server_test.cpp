@@ -147,6 +147,35 @@ TEST_F(ParameterServerTest, OneCopyOfAKeptResultAnswersEveryLateAsker) {
   EXPECT_EQ(counters().late_asks_covered, 3u);
 }
 
+// A query is 44 bytes and its answer a kept result multicast to the job's members: a member
+// asking without end drew 20x its bytes out of the fabric (issue 49 item 1). Each worker's
+// answers are budgeted (4 rings at once, refilled at 4 rings per 50 ms); another worker's
+// queries are taken all the same.
+TEST_F(ParameterServerTest, AnswersToOneWorkersQueriesAreBudgeted) {
+  PacketSpec all = rack_sum(0, {3});
+  all.racks = 0b11;
+  send(all);
+  sent();
+  auto ask = [&](std::uint8_t rack, std::uint8_t worker, Time at) {
+    PacketSpec q = single(rack, worker, {});
+    q.kind = proto::Kind::query;
+    auto p = make_packet(q);
+    ps.on_packet(at, p, out);
+    return sent().size();
+  };
+  std::size_t answered = 0;
+  for (int k = 0; k < 100; ++k) answered += ask(0, 0, kSecond);
+  EXPECT_EQ(answered, 16u);  // 4 rings of 4
+  EXPECT_EQ(counters().queries_over_budget, 84u);
+  ask(1, 2, kSecond);  // another worker: within its own budget (the last copy covers it)
+  EXPECT_EQ(counters().queries_over_budget, 84u);
+  EXPECT_EQ(counters().late_asks_covered, 1u);
+  EXPECT_EQ(ask(0, 0, kSecond + 25 * kMillisecond), 1u);  // half a period refilled half
+  answered = 0;
+  for (int k = 0; k < 20; ++k) answered += ask(0, 0, kSecond + 25 * kMillisecond);
+  EXPECT_EQ(answered, 7u);
+}
+
 // A job restarted on the same PS (all workers anew, seq and tensor counters from 0) must not
 // be answered with the results its earlier run left: without runs it got them, silently wrong.
 TEST_F(ParameterServerTest, RunsNeverMeetEachOthersState) {

@@ -662,33 +662,21 @@ TEST_F(SwitchFanIn, HeadersOfOtherFanInsNeverShareAnAggregator) {
   PacketSpec wide;
   wide.level = proto::Level::spine;
   wide.job_fan_in = 3;
-  wide.rack = 0;
+  wide.rack = 1;  // from rack 1's port: a member names its own rack alone
   wide.rack_fan_in = 1;
   wide.workers = 0;
-  wide.racks = 0b100;
+  wide.racks = 0b10;
   auto a = make_packet(wide);
   ASSERT_EQ(run(a).action, Action::port);  // forwarded, not aggregated
   EXPECT_EQ(sw->pipeline().registers().in_use(), 0u);
   PacketSpec narrow = wide;
   narrow.job_fan_in = 1;
+  narrow.rack = 0;
   narrow.racks = 0b1;
   auto b = make_packet(narrow);
   ASSERT_EQ(run(b).action, Action::port);  // complete on its own
   EXPECT_EQ(header_of(b).racks_bitmap, 0b1u);  // header_of throws on a malformed packet
   EXPECT_EQ(counters().fan_in_mismatch, 1u);
-}
-
-TEST_F(RackSwitch, ResendNamingSeveralWorkersIsForwardedAsIs) {
-  auto a = make_packet(worker(0, {1}));
-  run(a);
-  PacketSpec r = worker(1, {5});
-  r.workers = 0b110;
-  r.rack_fan_in = 3;
-  r.flags = flag::kResend;
-  auto p = make_packet(r);
-  ASSERT_EQ(run(p).action, Action::port);
-  EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{5}));
-  EXPECT_TRUE(agg().valid());
 }
 
 TEST_F(StaticPolicy, UsesOnlyTheJobsSlice) {

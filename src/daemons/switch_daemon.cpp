@@ -77,10 +77,6 @@ void SwitchDaemon::on_readable(Shard& s) {
         // A stranger gets a port no job lists, so it may speak for none.
         const auto from = s.book.find(s.received.from(i));
         const engines::Port port = from && *from < kStrangerPort ? engines::port_of_node(*from) : kStrangerPort;
-        if (port != kStrangerPort) {
-          if (s.heard.size() <= *from) s.heard.resize(*from + 1);
-          s.heard[*from] = true;
-        }
         // Whatever one datagram does, the switch goes on serving the others.
         try {
           forward(s, s.pipeline.process(packet, port, now, mark), packet);
@@ -99,15 +95,17 @@ void SwitchDaemon::forward(Shard& s, const engines::Verdict& v, std::span<const 
     case engines::Verdict::Action::port:
       s.to_send.add_borrowed(s.book.endpoint(engines::node_of_port(v.port)), packet);
       break;
-    case engines::Verdict::Action::multicast:
-      for (engines::Port member : s.pipeline.multicast_ports(v.group)) {
-        const NodeId node = engines::node_of_port(member);
-        if (node < s.heard.size() && s.heard[node])
-          s.to_send.add_borrowed(s.book.endpoint(node), packet);
+    case engines::Verdict::Action::multicast: {
+      // Only to members that proved, for this job, that they hold their address.
+      const std::span<const engines::Port> members = s.pipeline.multicast_ports(v.group);
+      const std::vector<bool>* heard = s.pipeline.heard_members(v.group);
+      for (std::size_t i = 0; i < members.size(); ++i)
+        if (heard != nullptr && (*heard)[i])
+          s.to_send.add_borrowed(s.book.endpoint(engines::node_of_port(members[i])), packet);
         else
           ++s.unheard_copies;
-      }
       break;
+    }
   }
 }
 
@@ -185,11 +183,6 @@ void SwitchDaemon::forget_unused_addresses(Shard& s) {
     for (engines::Port p : job.upstream) used.push_back(engines::node_of_port(p));
   }
   s.book.keep_only(used);
-  // An id the book forgot may name another address next: it has not been heard.
-  std::vector<bool> heard(s.heard.size(), false);
-  for (NodeId id : used)
-    if (id < s.heard.size()) heard[id] = s.heard[id];
-  s.heard = std::move(heard);
 }
 
 nlohmann::json SwitchDaemon::stats() const {

@@ -56,11 +56,9 @@ class SwitchDaemon {
     runtime::SendBatch to_send;
     std::uint64_t ip_ce_received = 0;  // datagrams that arrived marked CE
     std::uint64_t packets_failed = 0;  // datagrams whose processing threw (dropped)
-    // By book id: whether the address has sent this shard a datagram. A job's results and
-    // float requests reach only members heard from, so naming an address one does not hold
-    // reflects nothing at it (its owner never sent us anything).
-    std::vector<bool> heard;
-    std::uint64_t unheard_copies = 0;  // multicast copies withheld from such members
+    // Multicast copies withheld from members that have not proved, for the job, that they
+    // hold their address (SwitchPipeline::heard_members).
+    std::uint64_t unheard_copies = 0;
     runtime::EventLoop own_loop;  // shards 1..N-1
     std::thread thread;
   };

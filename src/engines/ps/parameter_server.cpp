@@ -263,6 +263,10 @@ void ParameterServer::send_joined(const Job& job, std::uint8_t rack, unsigned bi
 // moved past is stale, as a late resend would be.
 void ParameterServer::answer_query(Job& job, const proto::Header& h, Outbox& out) {
   ++job.counters.queries;
+  if (!within_query_budget(job, h)) {
+    ++job.counters.queries_over_budget;
+    return;
+  }
   Entry* e = kept_entry(job, h);
   if (e == nullptr) {
     if (behind_kept_state(job, h)) {
@@ -284,6 +288,23 @@ void ParameterServer::answer_query(Job& job, const proto::Header& h, Outbox& out
     e->asked.add(h.rack, h.workers_bitmap);
   }
   request_missing(job, *e, out);
+}
+
+// Spends one of the asker's answers (Job::query_budgets; the switch lets a worker's port name
+// only its own bit, so the asker is who it says). A token bucket: kQueryBurstRings rings at
+// once, refilled at that many per kQueryBudgetPeriod.
+bool ParameterServer::within_query_budget(Job& job, const proto::Header& h) {
+  const std::size_t worker = job.worker_offset[h.rack] + std::countr_zero(h.workers_bitmap);
+  if (job.query_budgets.size() != job.workers) job.query_budgets.assign(job.workers, {});
+  if (worker >= job.query_budgets.size()) return false;
+  const double burst = double(kQueryBurstRings) * job.ring;
+  QueryBudget& b = job.query_budgets[worker];
+  b.left = !b.started ? burst : std::min(burst, b.left + double(now_ - b.at) / kQueryBudgetPeriod * burst);
+  b.started = true;
+  b.at = now_;
+  if (b.left < 1) return false;
+  b.left -= 1;
+  return true;
 }
 
 // Someone resent or asked after the result left: it was lost on the way down, or the asker's

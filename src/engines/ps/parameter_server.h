@@ -56,6 +56,7 @@ struct PsJob {
   X(late_results, "results sent again for late packets")                                    \
   X(queries, "result queries: a worker had no result for a seq")                            \
   X(answered_queries, "of them, answered with the result kept")                             \
+  X(queries_over_budget, "queries not answered: the asker was past its budget of answers")   \
   X(late_asks_covered, "late packets and queries a copy sent since answered already")       \
   X(resend_requests, "requests naming the workers a resent seq still lacks")                 \
   X(stale, "packets for seqs every worker has moved past")                                  \
@@ -121,6 +122,18 @@ class ParameterServer {
     std::vector<float> floats;  // float mode: one row of K per worker
     std::vector<std::uint8_t> result;
   };
+  // Each worker's answers to its queries: a query is header-only (44 bytes) and its answer a
+  // kept result multicast to the job's members, so a member asking without end once drew 20x
+  // its bytes out of the fabric (issue 49 item 1). A worker queries a seq at most once per
+  // timer (never under 50 ms) and on gaps results reveal, at most a window of seqs each: a
+  // budget of kQueryBurstRings rings per kQueryBudgetPeriod is never reached by recovery.
+  struct QueryBudget {
+    bool started = false;  // a first query finds the whole burst
+    double left = 0;
+    Time at = 0;
+  };
+  static constexpr Duration kQueryBudgetPeriod = 50 * kMillisecond;
+  static constexpr std::uint32_t kQueryBurstRings = 4;
   struct Job {
     PsJob config;
     std::vector<std::uint32_t> full_masks;  // each rack's workers
@@ -130,6 +143,7 @@ class ParameterServer {
     std::vector<Entry> entries;  // two per ring slot
     AggregatorPlanner planner{PlannerSetup{}};
     RunRegistry runs{0, 0};
+    std::vector<QueryBudget> query_budgets;  // per worker (worker_offset[rack] + bit)
     PsJobCounters counters;
   };
 
@@ -141,6 +155,7 @@ class ParameterServer {
                         std::span<const std::uint8_t> packet, Outbox& out);
   void answer_join(Job& job, const proto::Header& h, Time now, Outbox& out);
   void answer_query(Job& job, const proto::Header& h, Outbox& out);
+  bool within_query_budget(Job& job, const proto::Header& h);
   Entry* kept_entry(Job& job, const proto::Header& h);
   bool answer_late(Job& job, Entry& e, const ContributorSet& askers, Outbox& out);
   bool behind_kept_state(const Job& job, const proto::Header& h) const;

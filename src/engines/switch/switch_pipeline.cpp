@@ -50,6 +50,7 @@ struct SwitchPipeline::Metadata {
   std::span<std::uint8_t> packet;
   proto::Header h;
   JobEntry* job = nullptr;
+  std::size_t member = 0;       // upward: the ingress port's place among the job's downstream
   bool has_index = false;
   std::uint32_t index = 0;
   std::uint32_t bit = 0;        // the fragment's contributor bit at this level
@@ -119,13 +120,16 @@ void SwitchPipeline::add_job(SwitchJob job) {
   remove_job(job.job);
   const std::uint32_t id = job.job;
   groups_[job.multicast_group] = job.downstream;
-  jobs_[id] = JobEntry{std::move(job), {}};
+  group_jobs_[job.multicast_group] = id;
+  std::vector<bool> heard(job.downstream.size(), false);
+  jobs_[id] = JobEntry{std::move(job), {}, std::move(heard)};
 }
 
 bool SwitchPipeline::remove_job(std::uint32_t job) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return false;
   groups_.erase(it->second.config.multicast_group);
+  group_jobs_.erase(it->second.config.multicast_group);
   jobs_.erase(it);
   registers_.free_job(job);
   return true;
@@ -140,6 +144,12 @@ std::vector<std::uint32_t> SwitchPipeline::jobs() const {
 std::span<const Port> SwitchPipeline::multicast_ports(MulticastGroupId group) const {
   auto it = groups_.find(group);
   return it == groups_.end() ? std::span<const Port>{} : std::span<const Port>{it->second};
+}
+
+const std::vector<bool>* SwitchPipeline::heard_members(MulticastGroupId group) const {
+  const auto owner = group_jobs_.find(group);
+  if (owner == group_jobs_.end()) return nullptr;
+  return &jobs_.at(owner->second).heard;
 }
 
 const SwitchJob* SwitchPipeline::job(std::uint32_t job) const {
@@ -171,6 +181,7 @@ Verdict SwitchPipeline::ingress(std::span<std::uint8_t> packet, Port ingress_por
 
 NextStep SwitchPipeline::decide(Metadata& m, Port ingress_port, Time now) {
   if (auto refused = parse_and_check(m, ingress_port)) return *refused;
+  if (!m.h.is_downward()) m.job->heard[m.member] = true;
   switch (classify(m)) {
     case PacketClass::join: return NextStep::join_up;
     case PacketClass::answer: return NextStep::answer_down;
@@ -193,9 +204,19 @@ std::optional<NextStep> SwitchPipeline::parse_and_check(Metadata& m, Port ingres
   // A job's packets carry its token and travel between its own members: upward from the
   // ports below, downward from the ports toward the PS.
   const auto& allowed = m.h.is_downward() ? job.upstream : job.downstream;
-  if (m.h.token != job.token ||
-      std::find(allowed.begin(), allowed.end(), ingress_port) == allowed.end())
-    return NextStep::drop_forged;
+  const auto from = std::find(allowed.begin(), allowed.end(), ingress_port);
+  if (m.h.token != job.token || from == allowed.end()) return NextStep::drop_forged;
+  // A member speaks for itself alone: at level 1 a worker's packet names its own rank's bit
+  // and no rack; at level 2 a rack switch's names its own rack. Another member's bit would
+  // let one port complete seqs, and ask for results, in the others' names.
+  if (!m.h.is_downward()) {
+    m.member = static_cast<std::size_t>(from - allowed.begin());
+    const std::uint32_t own = 1u << m.member;
+    const bool itself = config_.level == Level::rack
+                            ? m.h.racks_bitmap == 0 && m.h.workers_bitmap == own
+                            : (m.h.racks_bitmap & ~own) == 0 && (m.h.workers_bitmap == 0 || m.h.rack == m.member);
+    if (!itself) return NextStep::drop_forged;
+  }
   if (job.upstream.size() != 1 && m.h.ps_index >= job.upstream.size())
     return NextStep::drop_malformed;
   // A run-handshake answer names one member: level 2 its rack, level 1 its bit (downstream

@@ -68,6 +68,12 @@ class SwitchPipeline {
   const SwitchJob* job(std::uint32_t job) const;  // the installed entry, or null
   // The replication engine's table: the ports a group reaches (empty if none).
   std::span<const Port> multicast_ports(MulticastGroupId group) const;
+  // Which of those members proved, for the group's job, that they hold their address: an
+  // upward packet of the job with its token, naming the member's own rank (level 1) or rack
+  // (level 2), came from it (as P4's `heard` register). A daemon multicasts to these alone, so
+  // a job naming another tenant's addresses reflects nothing at them (issue 49 item 1).
+  // Null for a group no job holds; in multicast_ports order.
+  const std::vector<bool>* heard_members(MulticastGroupId group) const;
 
   // Data plane, ingress: one packet from `ingress_port` at `now` (the caller's clock; only
   // the aggregator's claim time uses it). Rewrites the packet in place and decides.
@@ -88,6 +94,7 @@ class SwitchPipeline {
   struct JobEntry {
     SwitchJob config;
     SwitchJobCounters counters;
+    std::vector<bool> heard;  // per downstream member (heard_members)
   };
   struct Metadata;  // one packet's parse results and stage outputs, as P4 metadata
   enum class PacketClass : std::uint8_t;
@@ -109,6 +116,7 @@ class SwitchPipeline {
   AggregatorRegisters registers_;
   std::unordered_map<std::uint32_t, JobEntry> jobs_;
   std::unordered_map<MulticastGroupId, std::vector<Port>> groups_;
+  std::unordered_map<MulticastGroupId, std::uint32_t> group_jobs_;
   SwitchCounters counters_;
 };
 
