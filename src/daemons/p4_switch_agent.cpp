@@ -59,6 +59,7 @@ void P4SwitchAgent::attach(runtime::EventLoop& loop) {
 bool P4SwitchAgent::learn_members(Time now) {
   bool unheard = false;
   for (auto& [id, job] : jobs_) {
+    bool first_heard = false;
     for (Member& m : job.members) {
       if (m.heard) continue;
       if (now >= m.next_read) {
@@ -68,7 +69,7 @@ bool P4SwitchAgent::learn_members(Time now) {
         } catch (const runtime::SwitchCliError& e) {
           spdlog::warn("p4 agent '{}': {}", name(), e.what());
         }
-        job.node_stale |= m.heard;
+        first_heard |= m.heard;
         // A member that stays silent is read less and less often: one named but never there
         // (issue 49 item 6: 320 reads a second for 10 jobs of 32 silent workers) costs little.
         if (now - m.admitted >= kQuickLearning) m.wait = std::clamp(2 * m.wait, kSlowLearning, kSlowestLearning);
@@ -76,9 +77,22 @@ bool P4SwitchAgent::learn_members(Time now) {
       }
       unheard |= !m.heard;
     }
+    if (first_heard) quicken_silent_members(job, now);
+    job.node_stale |= first_heard;
     if (job.node_stale) update_node(job);
   }
   return unheard;
+}
+
+// A member was just heard: the job has started, so its silent members are read quickly again
+// (they likely start about together), not after the long wait a job that started late built up.
+void P4SwitchAgent::quicken_silent_members(Installed& job, Time now) {
+  for (Member& m : job.members)
+    if (!m.heard) {
+      m.admitted = now;
+      m.wait = 0;
+      m.next_read = now;
+    }
 }
 
 // The job's node gets every heard member; a refused update is tried again at the next poll.

@@ -244,6 +244,74 @@ class Loopback(unittest.TestCase):
         finally:
             c.close()
 
+    def test_a_job_naming_another_jobs_workers_reflects_nothing_at_them(self):
+        # Issue 49 item 1: a tenant's job 1 names its own worker A and another tenant's live
+        # worker V (of job 2). A forges V's contributions so each seq would complete, then
+        # sends header-only result queries. Before, V (heard for any datagram it sent) got
+        # every result: 20.5x the bytes A sent. Now nothing reaches V, and A gets back no
+        # more bytes than it sends.
+        switch_port, ps1, ps2 = free_port(), free_port(), free_port()
+        sockets = {}
+        for name in ("attacker", "victim"):
+            sockets[name] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sockets[name].bind(("127.0.0.1", free_port()))
+            sockets[name].setblocking(False)
+        a, v = (f"127.0.0.1:{sockets[n].getsockname()[1]}" for n in ("attacker", "victim"))
+        text = (f'[[switch]]\nname = "rack0"\naddress = "127.0.0.1:{switch_port}"\naggregators = 64\n'
+                f'[[ps]]\nname = "ps1"\naddress = "127.0.0.1:{ps1}"\n'
+                f'[[ps]]\nname = "ps2"\naddress = "127.0.0.1:{ps2}"\n'
+                '[[job]]\nid = 1\ntoken = 11\nparameter_servers = ["ps1"]\nworkers = ['
+                f'{{ rack = "rack0", address = "{a}" }}, {{ rack = "rack0", address = "{v}" }}]\n'
+                '[[job]]\nid = 2\ntoken = 22\nparameter_servers = ["ps2"]\nworkers = ['
+                f'{{ rack = "rack0", address = "{v}" }}]\n')
+        c = Cluster(self.dir, text, ["rack0"], 2)
+        try:
+            derived = json.loads(subprocess.run([ATP, "check", "--config", c.config, "--json"],
+                                                check=True, capture_output=True).stdout)
+            tokens = {j["id"]: int(j["wire_token"], 16) for j in derived["jobs"]}
+
+            def packet(job, seq, bitmap, fan_in, kind=0, flags=0, values=16):
+                level = 0 if kind or flags & 0x10 else 1
+                header = struct.pack(">BBBBIIIIIIBBBBHHII", 1, flags, level, 0, job, 0, seq, seq,
+                                     bitmap, 0, fan_in, 1, 0, kind, values, 0, 0, tokens[job])
+                return header + struct.pack(f">{values}i", *([7] * values))
+
+            to_switch = ("127.0.0.1", switch_port)
+            # V speaks for its own job 2 (a float fragment, passed up to ps2), and sends junk.
+            sockets["victim"].sendto(packet(2, 0, 1, 1, flags=0x10), to_switch)
+            sockets["victim"].sendto(b"junk", to_switch)
+            sent = 0
+            for seq in range(64):  # A's own part and V's, forged
+                for bit in (1, 2):
+                    p = packet(1, seq, bit, 2)
+                    sockets["attacker"].sendto(p, to_switch)
+                    sent += len(p)
+            for _ in range(20):
+                for seq in range(64):
+                    q = packet(1, seq, 1, 2, kind=3, values=0)
+                    sockets["attacker"].sendto(q, to_switch)
+                    sent += len(q)
+                time.sleep(0.01)
+            time.sleep(0.5)
+
+            def drained(s):  # bytes of job 1's packets received
+                got = 0
+                while True:
+                    try:
+                        d = s.recv(65536)
+                    except BlockingIOError:
+                        return got
+                    got += len(d) if struct.unpack(">I", d[4:8])[0] == 1 else 0
+            to_victim, to_attacker = drained(sockets["victim"]), drained(sockets["attacker"])
+            self.assertEqual(to_victim, 0)
+            self.assertLessEqual(to_attacker, sent)
+            sw = c.stop("rack0")
+            self.assertGreaterEqual(sw["jobs"]["1"]["forged"], 64)  # V's bit, from A's port
+        finally:
+            c.close()
+            for s in sockets.values():
+                s.close()
+
     def test_switch_restart_mid_run_still_exact(self):
         c = self.run_cluster(1, 1, 3)
         try:
