@@ -17,6 +17,7 @@ struct PacketSpec {
   std::uint32_t workers = 1, racks = 0;  // bitmaps
   std::vector<std::int32_t> values = {1, 2, 3};
   std::uint32_t token = 0;
+  std::uint32_t remap_index = 0;
 };
 
 inline std::vector<std::uint8_t> make_packet(const PacketSpec& s) {
@@ -36,6 +37,7 @@ inline std::vector<std::uint8_t> make_packet(const PacketSpec& s) {
   h.rack = s.rack;
   h.value_count = static_cast<std::uint16_t>(s.values.size());
   h.token = s.token;
+  h.remap_index = s.remap_index;
   std::vector<std::uint8_t> p(h.packet_bytes());
   proto::encode(h, p);
   for (std::size_t i = 0; i < s.values.size(); ++i)

@@ -227,13 +227,17 @@ class RunHandshake : public ParameterServerTest {
     std::uint32_t bit;
     std::uint32_t nonce;
     std::uint16_t run;
+    bool refused = false;
     bool operator==(const Told&) const = default;
   };
-  // The answers a join of worker (rack, bit) with `nonce` at `now` (ms) sends.
-  std::vector<Told> join(std::uint8_t rack, std::uint8_t bit, std::uint32_t nonce, Time now_ms) {
+  // The answers a join of worker (rack, bit) with `nonce` at `now` (ms) sends; with `claimed`,
+  // a join claiming that run (a launcher's run id).
+  std::vector<Told> join(std::uint8_t rack, std::uint8_t bit, std::uint32_t nonce, Time now_ms,
+                         std::optional<std::uint16_t> claimed = std::nullopt) {
     PacketSpec s = single(rack, bit, {});
     s.kind = proto::Kind::join;
     s.seq = nonce;
+    if (claimed) s.remap_index = proto::kRunClaim | *claimed;
     auto p = make_packet(s);
     ps.on_packet(now_ms * kMillisecond, p, out);
     std::vector<Told> told;
@@ -242,7 +246,7 @@ class RunHandshake : public ParameterServerTest {
       EXPECT_EQ(h.kind, proto::Kind::joined);
       EXPECT_EQ(h.tensor & 0xFFFFu, 0u);
       told.push_back({h.rack, static_cast<std::uint32_t>(std::countr_zero(h.workers_bitmap)),
-                      h.seq, proto::run_of(h.tensor)});
+                      h.seq, proto::run_of(h.tensor), h.remap_index == proto::kRunRefused});
     }
     return told;
   }
@@ -290,6 +294,29 @@ TEST_F(RunHandshake, ARelaunchGetsTheNextRunAndLateJoinsOfTheLastCannotSplitIt) 
   EXPECT_TRUE(launch({21, 22, 23, 24, 25}, 5100).empty());
   EXPECT_EQ(launch({21, 22, 23, 24, 25}, 5600), everyone(701, {21, 22, 23, 24, 25}));
   EXPECT_EQ(counters().runs_started, 1u);
+}
+
+// Issue 49 item 8: a launcher's run id used again by another launch on the same daemons was
+// answered with the last launch's kept results (400 floats: a silent wrong sum). A given run is
+// claimed: each rank of its launch is told it (again, if its answer was lost), another
+// launch's claim is refused, and so is a claim of a run the handshake handed out; the
+// handshake never hands out a claimed one.
+TEST_F(RunHandshake, ARunIdAnotherLaunchUsedIsRefused) {
+  EXPECT_EQ(join(0, 0, 11, 0, 5), (std::vector<Told>{{0, 0, 11, 5}}));
+  EXPECT_EQ(join(1, 2, 15, 0, 5), (std::vector<Told>{{1, 2, 15, 5}}));
+  EXPECT_EQ(join(0, 0, 11, 50, 5), (std::vector<Told>{{0, 0, 11, 5}}));  // its answer was lost
+  EXPECT_EQ(join(0, 0, 21, 9000, 5), (std::vector<Told>{{0, 0, 21, 5, true}}));  // a relaunch
+  // A rank no one claimed the run for yet is told it: it may be the first launch's slowest (and
+  // no seq of the run completed without it, so no kept result can answer it).
+  EXPECT_EQ(join(1, 1, 24, 9000, 5), (std::vector<Told>{{1, 1, 24, 5}}));
+  EXPECT_EQ(counters().runs_refused, 1u);
+  EXPECT_EQ(launch({31, 32, 33, 34, 35}, 10000), std::vector<Told>{});
+  EXPECT_EQ(launch({31, 32, 33, 34, 35}, 10500), everyone(700, {31, 32, 33, 34, 35}));
+  EXPECT_EQ(join(0, 0, 41, 11000, 700), (std::vector<Told>{{0, 0, 41, 700, true}}));
+  EXPECT_EQ(join(0, 0, 51, 12000, 701), (std::vector<Told>{{0, 0, 51, 701}}));  // claimed
+  EXPECT_TRUE(join(1, 2, 65, 13000).empty());  // a new launch by handshake: not 701
+  EXPECT_TRUE(launch({61, 62, 63, 64, 65}, 13100).empty());
+  EXPECT_EQ(launch({61, 62, 63, 64, 65}, 13600), everyone(702, {61, 62, 63, 64, 65}));
 }
 
 // A launch dies before all its workers asked; the next launch must not share a run with the

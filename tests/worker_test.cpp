@@ -292,6 +292,49 @@ TEST(WorkerRun, AsksTheFirstServerForItsRunBeforeAnyFragmentLeaves) {
   }
 }
 
+// A launcher's run id is claimed from PS 0 before any fragment leaves (issue 49 item 8): taken,
+// the fragments name it; refused (another launch of the job used it), the worker fails saying
+// so, where it was once answered with that launch's kept results.
+TEST(WorkerRun, AGivenRunIsClaimedAndARefusalFailsTheWorkerClearly) {
+  for (const bool refused : {false, true}) {
+    WorkerConfig c = small_config();
+    c.run = 9;
+    c.claim_run = true;
+    c.join_nonce = 0xC0FFEE;
+    Worker w(c);
+    Outbox out;
+    std::vector<float> in(4, 1.0f), result(4);
+    const auto id = w.submit(0, in, result, out);
+    ASSERT_EQ(out.size(), 1u);
+    const auto join = header_of(out.packets()[0].bytes);
+    EXPECT_EQ(join.kind, proto::Kind::join);
+    EXPECT_EQ(join.remap_index, proto::kRunClaim | 9u);
+    EXPECT_FALSE(w.run().has_value());
+    out.clear();
+    PacketSpec answer;
+    answer.kind = proto::Kind::joined;
+    answer.job = c.job;
+    answer.rack = c.rack;
+    answer.rack_fan_in = c.rack_fan_in;
+    answer.job_fan_in = c.job_fan_in;
+    answer.workers = 1u << c.rank_in_rack;
+    answer.seq = c.join_nonce;
+    answer.tensor = proto::wire_tensor(9, 0);
+    answer.remap_index = refused ? proto::kRunRefused : 0;
+    answer.values.clear();
+    w.on_packet(kMillisecond, make_packet(answer), out);
+    if (refused) {
+      EXPECT_TRUE(w.failed());
+      EXPECT_NE(w.error().find("run 9 was used by another launch"), std::string::npos) << w.error();
+      EXPECT_TRUE(out.packets().empty());
+    } else {
+      ASSERT_EQ(w.run(), 9);
+      ASSERT_FALSE(out.packets().empty());
+      EXPECT_EQ(header_of(out.packets()[0].bytes).tensor, proto::wire_tensor(9, id));
+    }
+  }
+}
+
 // The window sent on the join's answer waits for the job's last worker to get its own (a lost
 // answer: a whole join interval): its answers time the launch, and stand only until the first
 // fragment sent after the first result is answered, which replaces them.

@@ -133,8 +133,9 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--rank", o.rank, "This worker's position in the job's workers list")->required();
   cmd->add_option("--run", o.run,
                   "This launch's run id (0..65535), the same for all the job's workers and "
-                  "another for the next launch on the same daemons. Default: the job's first "
-                  "PS hands every worker of a launch the same fresh one");
+                  "another for the next launch on the same daemons (the job's first PS refuses "
+                  "one another launch used). Default: the job's first PS hands every worker of "
+                  "a launch the same fresh one");
   cmd->add_option("--floats", o.floats, "Floats per tensor")->capture_default_str();
   cmd->add_option("--tensors", o.tensors, "Tensors per iteration (in flight together)")
       ->capture_default_str();

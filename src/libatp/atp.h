@@ -20,7 +20,8 @@ atp_comm* atp_comm_open(const char* config_path, uint32_t job, uint32_t rank, ch
                         size_t error_size);
 
 /* The same with an explicit run id instead of the handshake: all the job's workers must use
-   the same one, and the next launch of the job on the same daemons another. */
+   the same one, and the next launch of the job on the same daemons another (the job's first
+   parameter server refuses a run id another launch used: the allreduce then fails saying so). */
 atp_comm* atp_comm_open_run(const char* config_path, uint32_t job, uint32_t rank, uint16_t run,
                             char* error, size_t error_size);
 

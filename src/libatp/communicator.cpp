@@ -12,7 +12,7 @@ Communicator::Communicator(engines::WorkerConfig config, runtime::Endpoint bind,
 Communicator::Communicator(engines::WorkerConfig config, runtime::UdpSocket socket,
                            runtime::AddressBook book)
     : config_(config), book_(std::move(book)), socket_(std::move(socket)), worker_(config),
-      run_(config.run) {
+      run_(worker_.run()) {
   loop_.watch(socket_.fd(), [this] { on_readable(); });
   timer_ = loop_.add_timer([this] { on_timer(); });
   loop_.on_wake([this] { on_wake(); });
@@ -34,6 +34,7 @@ std::unique_ptr<Communicator> Communicator::from_cluster(const control::ClusterC
   runtime::AddressBook book;
   engines::WorkerConfig config = cluster.worker_config(job, rank, book);
   config.run = run;
+  config.claim_run = run.has_value();  // a launcher's run id: PS 0 refuses one already used
   config.join_nonce = std::random_device{}() | 1u;  // non-zero
   return std::make_unique<Communicator>(config, cluster.job(job).workers[rank].address,
                                         std::move(book));

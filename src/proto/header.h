@@ -52,6 +52,13 @@ enum class Kind : std::uint8_t {
   query = 3,
 };
 
+// A join's `remap_index` (0 on a join asking for a run): a worker given its run by its launcher
+// claims it (kRunClaim | run), and PS 0's answer says kRunRefused when another launch of the
+// job used that run on these daemons: a reused run id then fails loudly instead of being
+// answered with that launch's kept results (engines/ps/run_registry.h).
+inline constexpr std::uint32_t kRunClaim = 1u << 16;
+inline constexpr std::uint32_t kRunRefused = 1u << 17;
+
 // Where each field sits (docs/protocol.md has the layout).
 namespace offset {
 constexpr std::size_t version = 0;

@@ -145,6 +145,23 @@ def test_a_relaunched_job_on_the_same_daemons_gets_its_own_sums(cluster):
     assert len(set(runs)) == 3  # each launch its own
 
 
+def test_a_run_id_used_again_on_the_same_daemons_fails_loudly(cluster):
+    # Issue 49 item 8: a second launch with the same explicit run id (400 floats, its first
+    # fragments still kept by the PS) was answered with the first launch's sums: exact false,
+    # no error. The job's first PS now refuses the run to another launch, and says why.
+    inputs = [gradients(r, 400, seed=r) for r in range(2)]
+    comms = [atp.Communicator(cluster.config, job=2, rank=r, run=7) for r in range(2)]
+    outs = run_all([lambda r=r: comms[r].allreduce(inputs[r].copy()) for r in range(2)])
+    for out in outs:
+        np.testing.assert_array_equal(out, exact_sum(inputs, comms[0].config["scale"]))
+    del comms
+    again = [gradients(r, 400, seed=10 + r) for r in range(2)]
+    comms = [atp.Communicator(cluster.config, job=2, rank=r, run=7) for r in range(2)]
+    for r in range(2):
+        with pytest.raises(RuntimeError, match="run 7 was used by another launch"):
+            comms[r].allreduce(again[r].copy())
+
+
 def test_torch_allreduce_sums_and_averages_tensors_in_place(cluster):
     torch = pytest.importorskip("torch")
     import atp.torch

@@ -219,11 +219,19 @@ void ParameterServer::answer_join(Job& job, const proto::Header& h, Time now, Ou
     return;
   }
   const unsigned bit = std::countr_zero(h.workers_bitmap);
+  const std::uint32_t worker = job.worker_offset[h.rack] + bit;
   const std::uint16_t current = job.runs.run();
-  const RunRegistry::Answer answer = job.runs.join(job.worker_offset[h.rack] + bit, h.seq, now);
-  if (job.runs.run() != current) ++job.counters.runs_started;
+  const bool claim = (h.remap_index & proto::kRunClaim) != 0;
+  const RunRegistry::Answer answer =
+      claim ? job.runs.claim(worker, h.seq, static_cast<std::uint16_t>(h.remap_index))
+            : job.runs.join(worker, h.seq, now);
+  if (job.runs.run() != current && !claim) ++job.counters.runs_started;
   switch (answer.verdict) {
     case RunRegistry::Verdict::wait: return;
+    case RunRegistry::Verdict::refuse:
+      ++job.counters.runs_refused;
+      send_joined(job, h.rack, bit, h.seq, answer.run, out, true);
+      return;
     case RunRegistry::Verdict::answer_asker:
       send_joined(job, h.rack, bit, h.seq, answer.run, out);
       return;
@@ -237,7 +245,8 @@ void ParameterServer::answer_join(Job& job, const proto::Header& h, Time now, Ou
 }
 
 void ParameterServer::send_joined(const Job& job, std::uint8_t rack, unsigned bit,
-                                  std::uint32_t nonce, std::uint16_t run, Outbox& out) {
+                                  std::uint32_t nonce, std::uint16_t run, Outbox& out,
+                                  bool refused) {
   proto::Header h;
   h.kind = proto::Kind::joined;
   h.next_level = proto::Level::parameter_server;
@@ -246,6 +255,7 @@ void ParameterServer::send_joined(const Job& job, std::uint8_t rack, unsigned bi
   h.token = job.config.token;
   h.tensor = proto::wire_tensor(run, 0);
   h.seq = nonce;
+  h.remap_index = refused ? proto::kRunRefused : 0;
   h.rack = rack;
   h.workers_bitmap = 1u << bit;
   h.rack_fan_in = job.config.workers_per_rack[rack];

@@ -69,6 +69,7 @@ struct PsJob {
   X(forged, "packets with a wrong token, or not from the job's switch")                     \
   X(joins, "workers asking for their run (retries included)")                               \
   X(runs_started, "launches after the first: a worker came with a new nonce")             \
+  X(runs_refused, "claims of a run id another launch of the job used (refused)")             \
   X(packets_in, "the job's packets taken in (joins, stale and duplicate ones included)")     \
   X(bytes_in, "their bytes: the PS's ingress load")
 
@@ -163,7 +164,7 @@ class ParameterServer {
                            std::uint32_t aggregator, std::uint8_t rack, std::uint32_t names,
                            Outbox& out);
   void send_joined(const Job& job, std::uint8_t rack, unsigned bit, std::uint32_t nonce,
-                   std::uint16_t run, Outbox& out);
+                   std::uint16_t run, Outbox& out, bool refused = false);
   Entry* entry_for(Job& job, const proto::Header& h);
   void note_moved_on(Job& job, const proto::Header& h, const ContributorSet& who);
   void add_integers(Entry& e, const proto::Header& h, std::span<const std::uint8_t> packet);

@@ -34,8 +34,9 @@ void validate(const WorkerConfig& c) {
   if (c.min_rto <= 0 || c.max_rto < c.min_rto) bad("need 0 < min_rto <= max_rto");
   if (c.initial_rto <= 0) bad("initial_rto must be positive");
   if (c.deadline <= 0) bad("deadline must be positive");
-  if (!c.run && c.join_nonce == 0)
-    bad("join_nonce must be a random, non-zero number when the run is not given");
+  if ((!c.run || c.claim_run) && c.join_nonce == 0)
+    bad("join_nonce must be a random, non-zero number when the run is not given or claimed");
+  if (c.claim_run && !c.run) bad("claim_run needs the run to claim");
 }
 
 bool parse_placement(const std::string& text, Placement& out) {
@@ -106,7 +107,7 @@ proto::Header own_fields(const WorkerConfig& c) {
 
 Worker::Worker(WorkerConfig config)
     : config_((validate(config), config)),
-      run_(config.run),
+      run_(config.claim_run ? std::nullopt : config.run),
       cwnd_(starting_window(config), config.window, config.congestion_control),
       aggregator_window_(starting_window(config), config.window),
       rtt_(config.initial_rto, config.min_rto, config.max_rto),
@@ -195,11 +196,20 @@ void Worker::send_join(Time now, Outbox& out) {
   h.kind = proto::Kind::join;
   h.ps_index = 0;
   h.seq = config_.join_nonce;
+  if (config_.claim_run) h.remap_index = proto::kRunClaim | *config_.run;
   proto::encode(h, out.add(config_.uplink, h.packet_bytes()));
   join_resend_at_ = now + std::min({config_.min_rto, config_.max_rto, kJoinRepeatAtMost});
 }
 
-void Worker::on_joined(Time now, std::uint16_t run, Outbox& out) {
+void Worker::on_joined(Time now, const proto::Header& h, Outbox& out) {
+  const std::uint16_t run = proto::run_of(h.tensor);
+  if (config_.claim_run && ((h.remap_index & proto::kRunRefused) != 0 || run != *config_.run))
+    return fail("job " + std::to_string(config_.job) + " worker " + std::to_string(config_.rack) +
+                "/" + std::to_string(config_.rank_in_rack) + ": run " + std::to_string(*config_.run) +
+                " was used by another launch of this job on these daemons, and the job's first "
+                "parameter server refused it (its results could be that launch's): give each "
+                "launch its own run id, or none (the server then hands out a fresh one); to use "
+                "it again, remove and admit the job again (atp ctl) or restart its servers");
   run_ = run;
   join_started_.reset();
   send_new(now, out);
@@ -317,7 +327,7 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   }
   if (failed()) return;
   if (h.kind == proto::Kind::joined) {  // another launch's answer is not ours
-    if (answers_our_join(h)) on_joined(now, proto::run_of(h.tensor), out);
+    if (answers_our_join(h)) on_joined(now, h, out);
     return;
   }
   // Active slots hold exactly the seqs from base_ to next_seq_, so a result outside the window
@@ -657,9 +667,10 @@ void Worker::on_timer(Time now, Outbox& out) {
     if (now - *join_started_ >= config_.deadline) {
       fail("job " + std::to_string(config_.job) + " worker " + std::to_string(config_.rack) +
            "/" + std::to_string(config_.rank_in_rack) + ": no run id from the job's first "
-           "parameter server after " + std::to_string(config_.deadline / kMillisecond) +
-           " ms; not every worker of the job has started, or the server is unreachable or "
-           "runs another configuration");
+           "parameter server after " + std::to_string(config_.deadline / kMillisecond) + " ms; " +
+           (config_.claim_run ? "its claim of run " + std::to_string(*config_.run) + " was not answered: "
+                              : std::string("not every worker of the job has started, or ")) +
+           "the server is unreachable or runs another configuration");
     } else if (now >= join_resend_at_) {
       send_join(now, out);
     }

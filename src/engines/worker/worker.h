@@ -76,6 +76,12 @@ struct WorkerConfig {
   // must differ from the one this rank used in the job's last launch (a random non-zero one).
   std::optional<std::uint16_t> run = 0;
   std::uint32_t join_nonce = 0;
+  // With a given `run`: claim it from the job's first PS before the first fragment leaves (a
+  // join naming it, with `join_nonce`); the PS refuses a run another launch of the job used on
+  // it, and the worker then fails saying so, where a reused run would have been answered with
+  // that launch's kept results. What a launcher's explicit run id gets (libatp, `atp worker
+  // --run`); off where every launch is a fresh job (the simulator, controller jobs).
+  bool claim_run = false;
   Duration initial_rto = 100 * kMillisecond;
   Duration min_rto = 50 * kMillisecond;
   Duration max_rto = 1 * kSecond;
@@ -236,7 +242,7 @@ class Worker {
     return !run_ && h.seq == config_.join_nonce && h.rack == config_.rack &&
            h.workers_bitmap == (1u << config_.rank_in_rack);
   }
-  void on_joined(Time now, std::uint16_t run, Outbox& out);
+  void on_joined(Time now, const proto::Header& h, Outbox& out);
   void send_new(Time now, Outbox& out);
   // The per-result path, defined inline (always inlined) in worker.cpp, where its callers are.
   inline void fill_window(Time now, Outbox& out);  // send_new's body
