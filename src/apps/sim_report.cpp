@@ -74,6 +74,7 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"lost_down_queries", j.workers.lost_down_queries},
         {"answered_queries", j.ps.answered_queries},
         {"late_asks_covered", j.ps.late_asks_covered},
+        {"queries_over_budget", j.ps.queries_over_budget},
         {"fallback_resends", j.workers.fallback_resends},
         {"requested_resends", j.workers.requested_resends},
         {"resend_requests", j.ps.resend_requests},
