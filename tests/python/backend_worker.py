@@ -70,6 +70,91 @@ def collectives(rank, size, gloo):
     return report
 
 
+def exact_sum(gloo, tensor, average=False):
+    """The exact sum of every rank's `tensor` (Gloo, in float64), rounded once to its dtype."""
+    wide = tensor.double()
+    gloo.allreduce([wide]).wait()
+    if average:
+        wide /= dist.get_world_size()
+    return wide.to(tensor.dtype)
+
+
+def reductions(rank, size, gloo):
+    """Issue 51: half precision, coalesced tensors and reduce-scatter through ATP, each checked
+    against the exact sum rounded once to the tensor's dtype."""
+    report = {}
+    pg = dist.distributed_c10d._get_default_group()
+    for dtype in (torch.float16, torch.bfloat16):
+        name = str(dtype).split(".")[1]
+        for op, average in ((dist.ReduceOp.SUM, False), (dist.ReduceOp.AVG, True)):
+            t = (values(rank, 5000) * 3.3).to(dtype)  # not exact in float16: rounding shows
+            expected = exact_sum(gloo, t.clone(), average)
+            dist.all_reduce(t, op=op)
+            report[f"{name}_{'avg' if average else 'sum'}_exact"] = bool(torch.equal(t, expected))
+    tensors = [values(rank + i, 700 + 13 * i).to(d) for i, d in
+               enumerate((torch.float32, torch.float32, torch.float32))]
+    expected = [exact_sum(gloo, x.clone()) for x in tensors]
+    dist.all_reduce_coalesced(tensors)
+    report["coalesced_exact"] = all(bool(torch.equal(x, e)) for x, e in zip(tensors, expected))
+    shards = [values(rank * size + r, 1000) for r in range(size)]
+    expected = [exact_sum(gloo, s.clone()) for s in shards]  # shard r: every rank's r-th
+    mine = torch.zeros(1000)
+    dist.reduce_scatter(mine, shards)
+    report["reduce_scatter_exact"] = bool(torch.equal(mine, expected[rank]))
+    whole = values(rank, 1000 * size).to(torch.bfloat16)
+    part = torch.zeros(1000, dtype=torch.bfloat16)
+    dist._reduce_scatter_base(part, whole, op=dist.ReduceOp.AVG)
+    report["reduce_scatter_base_exact"] = bool(
+        torch.equal(part, exact_sum(gloo, whole.clone(), True)[rank * 1000:(rank + 1) * 1000]))
+    report["traffic"] = pg.traffic()
+    return report
+
+
+def bf16_compress(process_group, bucket):
+    """torch's bf16_compress_hook, step for step: torch 1.13's DDP refuses to register its own
+    without CUDA 11 and NCCL 2.10."""
+    compressed = bucket.buffer().to(torch.bfloat16).div_(process_group.size())
+    future = dist.all_reduce(compressed, group=process_group, async_op=True).get_future()
+
+    def decompress(fut):
+        return bucket.buffer().copy_(fut.value()[0])
+    return future.then(decompress)
+
+
+def train(rank, group, hook, steps=8):
+    """Losses of a small model trained by DDP over `group` with communication hook `hook`."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    hooks = {"fp16_compress_hook": default_hooks.fp16_compress_hook, "bf16_compress": bf16_compress}
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group, bucket_cap_mb=0.001)
+    if hook is not None:
+        ddp.register_comm_hook(group, hooks[hook])
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(50 + rank)
+    x, y = torch.randn(32, 16, generator=g), torch.randn(32, 4, generator=g)  # one batch: it fits
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def ddp_compress(rank, size, gloo):
+    """Issue 51: DDP with fp16_compress_hook and bf16 compression (bf16_compress_hook's steps)
+    trains through ATP; its losses against Gloo's (fp16: the same hook on Gloo; bf16, which this
+    torch's Gloo cannot sum: Gloo without compression)."""
+    pg = dist.distributed_c10d._get_default_group()
+    return {"atp_fp16": train(rank, pg, "fp16_compress_hook"),
+            "gloo_fp16": train(rank, gloo, "fp16_compress_hook"),
+            "atp_bf16": train(rank, pg, "bf16_compress"),
+            "gloo_fp32": train(rank, gloo, None),
+            "traffic": pg.traffic()}
+
+
 def failure(rank, size, gloo):
     """Rank 1 skips an allreduce: rank 0's cannot finish and must fail with ATP's reason."""
     t = values(rank)
@@ -115,7 +200,9 @@ def main():
     rank, size = dist.get_rank(), dist.get_world_size()
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("check/", dist.distributed_c10d._get_default_store()),
                                  rank, size)
-    modes = {"collectives": collectives, "failure": failure, "hold": hold, "loop": loop}
+    modes = {"collectives": collectives, "reductions": reductions, "ddp_compress": ddp_compress,
+             "failure": failure,
+             "hold": hold, "loop": loop}
     report = modes[MODE](rank, size, gloo)
     report["rank"] = rank
     with open(os.path.join(os.environ["ATP_CHECK_DIR"], f"rank{rank}.json"), "w") as f:

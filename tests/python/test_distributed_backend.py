@@ -70,6 +70,39 @@ def test_a_single_machine_run_needs_no_controller(tmp_path):
         assert_collectives_exact(r)
 
 
+def test_half_precision_coalesced_and_reduce_scatter_go_through_atp_exactly(tmp_path):
+    """Issue 51: float16 and bfloat16 SUM/AVG (bfloat16 once raised: Gloo has none), coalesced
+    tensors and both reduce-scatters (_reduce_scatter_base once raised) go through ATP, each
+    equal to the exact sum rounded once to the tensor's dtype, and the traffic says so."""
+    for nproc in (2, 3):
+        code, out = torchrun("reductions", tmp_path / str(nproc), env={"ATP_CONTROLLER": ""}, nproc=nproc)
+        assert code == 0, out
+        for r in reports(tmp_path / str(nproc), nproc):
+            for check in ("float16_sum", "float16_avg", "bfloat16_sum", "bfloat16_avg", "coalesced",
+                          "reduce_scatter", "reduce_scatter_base"):
+                assert r[check + "_exact"], (nproc, check)
+            traffic = r["traffic"]
+            for kind in ("allreduce Half", "allreduce BFloat16", "allreduce_coalesced Float",
+                         "reduce_scatter Float", "_reduce_scatter_base BFloat16"):
+                assert traffic[kind]["atp_calls"] > 0 and traffic[kind]["gloo_calls"] == 0, (kind, traffic)
+
+
+def test_ddp_with_half_precision_compression_trains_through_atp_as_on_gloo(tmp_path):
+    """DDP's fp16_compress_hook and bf16_compress_hook put half-precision buckets through ATP
+    (bf16 could not run on "atp" before: Gloo has no bf16 sum); the losses follow Gloo's within
+    half-precision rounding."""
+    code, out = torchrun("ddp_compress", tmp_path, env={"ATP_CONTROLLER": ""})
+    assert code == 0, out
+    for r in reports(tmp_path):
+        assert r["traffic"]["allreduce Half"]["atp_calls"] > 0, r["traffic"]
+        assert r["traffic"]["allreduce BFloat16"]["atp_calls"] > 0, r["traffic"]
+        for atp_loss, gloo_loss in zip(r["atp_fp16"], r["gloo_fp16"]):
+            assert abs(atp_loss - gloo_loss) <= 1e-3 * abs(gloo_loss), (r["atp_fp16"], r["gloo_fp16"])
+        for atp_loss, gloo_loss in zip(r["atp_bf16"], r["gloo_fp32"]):
+            assert abs(atp_loss - gloo_loss) <= 2e-2 * abs(gloo_loss), (r["atp_bf16"], r["gloo_fp32"])
+        assert r["atp_fp16"][-1] < r["atp_fp16"][0] and r["atp_bf16"][-1] < r["atp_bf16"][0]
+
+
 def test_an_allreduce_that_cannot_finish_raises_atps_reason(tmp_path):
     code, out = torchrun("failure", tmp_path, env={"ATP_CONTROLLER": "", "ATP_DEADLINE_MS": "1500"})
     assert code == 0, out

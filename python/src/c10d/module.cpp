@@ -51,5 +51,21 @@ PYBIND11_MODULE(_c10d, m) {
            "Wait for in-flight allreduces and leave the job (rank 0 removes it)")
       .def_property_readonly("job", &ProcessGroupATP::job, "The job's id on the fabric")
       .def_property_readonly("atp_allreduces", &ProcessGroupATP::atp_allreduces)
-      .def_property_readonly("gloo_allreduces", &ProcessGroupATP::gloo_allreduces);
+      .def_property_readonly("gloo_allreduces", &ProcessGroupATP::gloo_allreduces)
+      .def(
+          "traffic",
+          [](const ProcessGroupATP& pg) {
+            py::dict out;
+            for (const auto& [key, t] : pg.traffic()) {
+              py::dict d;
+              d["atp_calls"] = t.atp_calls;
+              d["atp_bytes"] = t.atp_bytes;
+              d["gloo_calls"] = t.gloo_calls;
+              d["gloo_bytes"] = t.gloo_bytes;
+              out[py::str(key)] = d;
+            }
+            return out;
+          },
+          "Per call kind and dtype (\"allreduce float16\", ...): calls and tensor bytes through "
+          "ATP and through Gloo, for the reductions ATP can carry");
 }

@@ -10,11 +10,12 @@ namespace atp::torch_backend {
 
 namespace {
 
-// The c10d Work of one ATP allreduce: a view of its future, which DDP chains callbacks on.
+// The c10d Work of one ATP sum: a view of its future, which DDP chains callbacks on.
 class AtpWork : public c10d::Work {
  public:
-  AtpWork(int rank, std::vector<at::Tensor> tensors, c10::intrusive_ptr<c10::ivalue::Future> future)
-      : Work(rank, c10d::OpType::ALLREDUCE), tensors_(std::move(tensors)), future_(std::move(future)) {}
+  AtpWork(int rank, std::vector<at::Tensor> tensors, c10::intrusive_ptr<c10::ivalue::Future> future,
+          c10d::OpType kind)
+      : Work(rank, kind), tensors_(std::move(tensors)), future_(std::move(future)) {}
 
   bool isCompleted() override { return future_->completed(); }
   bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
@@ -101,38 +102,89 @@ void ProcessGroupATP::shutdown() {
   rendezvous_->close();
 }
 
-// float32 SUM and AVG of one dense tensor; the rest is Gloo's.
-bool ProcessGroupATP::goes_through_atp(const std::vector<at::Tensor>& tensors,
-                                       const c10d::AllreduceOptions& opts) {
-  if (tensors.size() != 1) return false;
-  const at::Tensor& t = tensors[0];
-  const auto op = opts.reduceOp.op_;
-  return t.scalar_type() == at::kFloat && t.layout() == at::kStrided && t.numel() > 0 &&
-         (t.is_cpu() || t.is_cuda()) &&
-         (op == c10d::ReduceOp::SUM || op == c10d::ReduceOp::AVG);
+namespace {
+
+// What ATP reduces: SUM and AVG of dense float32, float16 and bfloat16 tensors, on the CPU or a
+// GPU. Half precision is summed as float32 (quantized to the same int32 on the wire), and the
+// exact sum rounded once to the tensor's dtype.
+bool atp_carries(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op) {
+  if (op.op_ != c10d::ReduceOp::SUM && op.op_ != c10d::ReduceOp::AVG) return false;
+  std::int64_t values = 0;
+  for (const at::Tensor& t : tensors) {
+    const auto dtype = t.scalar_type();
+    if ((dtype != at::kFloat && dtype != at::kHalf && dtype != at::kBFloat16) ||
+        t.layout() != at::kStrided || !(t.is_cpu() || t.is_cuda()))
+      return false;
+    values += t.numel();
+  }
+  return values > 0;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce(std::vector<at::Tensor>& tensors,
-                                                          const c10d::AllreduceOptions& opts) {
-  if (!goes_through_atp(tensors, opts)) {
-    ++gloo_calls_;
-    return gloo_->allreduce(tensors, opts);
+// The float32 host tensor ATP sums: `tensors` laid end to end (pinned when one is on a GPU,
+// for the copies back). One contiguous float32 CPU tensor may be summed in place, itself.
+at::Tensor staged(const std::vector<at::Tensor>& tensors, bool may_be_itself) {
+  const at::Tensor& first = tensors.front();
+  if (may_be_itself && tensors.size() == 1 && first.is_cpu() && first.scalar_type() == at::kFloat &&
+      first.is_contiguous())
+    return first;
+  bool cuda = false;
+  std::int64_t total = 0;
+  for (const at::Tensor& t : tensors) {
+    cuda |= t.is_cuda();
+    total += t.numel();
   }
+  at::Tensor out = at::empty({total}, at::TensorOptions().dtype(at::kFloat).pinned_memory(cuda));
+  std::int64_t at = 0;
+  for (const at::Tensor& t : tensors) {
+    out.narrow(0, at, t.numel()).view(t.sizes()).copy_(t);
+    at += t.numel();
+  }
+  return out;
+}
+
+// `sum`'s values from `offset` on, written into `t` in its dtype and device.
+void write_part(const at::Tensor& sum, std::int64_t offset, at::Tensor& t) {
+  if (!sum.is_same(t)) t.copy_(sum.narrow(0, offset, t.numel()).view(t.sizes()));
+}
+
+}  // namespace
+
+void ProcessGroupATP::count(const char* kind, const std::vector<at::Tensor>& tensors, bool through_atp) {
+  const std::string dtype = tensors.empty() ? "none" : std::string(c10::toString(tensors.front().scalar_type()));
+  const std::string key = std::string(kind) + " " + dtype;
+  std::uint64_t bytes = 0;
+  for (const at::Tensor& t : tensors) bytes += t.numel() * t.element_size();
+  bool first_fallback = false;
+  {
+    std::lock_guard lock(traffic_mutex_);
+    Traffic& t = traffic_[key];
+    first_fallback = !through_atp && t.gloo_calls == 0;
+    (through_atp ? t.atp_calls : t.gloo_calls) += 1;
+    (through_atp ? t.atp_bytes : t.gloo_bytes) += bytes;
+  }
+  if (first_fallback)
+    TORCH_WARN("ATP: ", kind, " of ", dtype, " with this op goes through Gloo, not the network "
+               "(ATP reduces SUM and AVG of float32, float16 and bfloat16 tensors; this warning "
+               "is given once per call kind and dtype)");
+}
+
+std::map<std::string, ProcessGroupATP::Traffic> ProcessGroupATP::traffic() const {
+  std::lock_guard lock(traffic_mutex_);
+  return traffic_;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupATP::submit(at::Tensor staged, bool average,
+                                                       std::function<void(const at::Tensor&)> deliver,
+                                                       std::vector<at::Tensor> outputs,
+                                                       c10d::OpType kind) {
   InFlight f;
-  f.tensor = tensors[0];
-  f.average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
-  // ATP sums host memory in place: a GPU tensor through pinned host memory, a strided one
-  // through a contiguous copy; both are copied back when the sum is in.
-  if (f.tensor.is_cuda()) {
-    f.staged = at::empty(f.tensor.sizes(), f.tensor.options().device(at::kCPU).pinned_memory(true));
-    f.staged.copy_(f.tensor);
-  } else {
-    f.staged = f.tensor.is_contiguous() ? f.tensor : f.tensor.contiguous();
-  }
+  f.staged = std::move(staged);
+  f.average = average;
+  f.deliver = std::move(deliver);
+  f.outputs = std::move(outputs);
   f.future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
-  auto work = c10::make_intrusive<AtpWork>(rank_, tensors, f.future);
-  float* data = f.staged.data_ptr<float>();
-  const std::span<float> values(data, static_cast<std::size_t>(f.staged.numel()));
+  auto work = c10::make_intrusive<AtpWork>(rank_, f.outputs, f.future, kind);
+  const std::span<float> values(f.staged.data_ptr<float>(), static_cast<std::size_t>(f.staged.numel()));
   {
     std::lock_guard lock(mutex_);
     TORCH_CHECK(!stopping_, "ATP process group of job ", job(), " was shut down");
@@ -140,8 +192,70 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce(std::vector<at::Tensor
     in_flight_.push_back(std::move(f));
   }
   changed_.notify_one();
-  ++atp_calls_;
   return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::AllreduceOptions& opts) {
+  // One tensor per call (several are one per GPU of this process: Gloo's).
+  const bool through_atp = tensors.size() == 1 && atp_carries(tensors, opts.reduceOp);
+  count("allreduce", tensors, through_atp);
+  if (!through_atp) {
+    ++gloo_calls_;
+    return gloo_->allreduce(tensors, opts);
+  }
+  ++atp_calls_;
+  at::Tensor t = tensors[0];
+  return submit(staged(tensors, true), opts.reduceOp.op_ == c10d::ReduceOp::AVG,
+                [t](const at::Tensor& sum) mutable { write_part(sum, 0, t); }, tensors,
+                c10d::OpType::ALLREDUCE);
+}
+
+// One ATP sum of the tensors laid end to end (fewer, fuller calls than one per tensor).
+c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& o) {
+  const bool through_atp = !tensors.empty() && atp_carries(tensors, o.reduceOp);
+  count("allreduce_coalesced", tensors, through_atp);
+  if (!through_atp) return gloo_->allreduce_coalesced(tensors, o);
+  std::vector<at::Tensor> outputs = tensors;
+  return submit(staged(tensors, false), o.reduceOp.op_ == c10d::ReduceOp::AVG,
+                [outputs](const at::Tensor& sum) mutable {
+                  std::int64_t at = 0;
+                  for (at::Tensor& t : outputs) {
+                    write_part(sum, at, t);
+                    at += t.numel();
+                  }
+                },
+                tensors, c10d::OpType::ALLREDUCE_COALESCED);
+}
+
+// The whole input summed in the network, each rank keeping its own shard: every rank still
+// receives every shard's sum (results are multicast to the job; docs/pytorch.md).
+c10::intrusive_ptr<c10d::Work> ProcessGroupATP::reduce_scatter(
+    std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
+    const c10d::ReduceScatterOptions& o) {
+  bool shaped = out.size() == 1 && in.size() == 1 && in[0].size() == static_cast<std::size_t>(size_);
+  for (std::size_t r = 0; shaped && r < in[0].size(); ++r) shaped = in[0][r].numel() == out[0].numel();
+  const bool through_atp = shaped && atp_carries(in[0], o.reduceOp) && atp_carries(out, o.reduceOp);
+  count("reduce_scatter", shaped ? in[0] : out, through_atp);
+  if (!through_atp) return gloo_->reduce_scatter(out, in, o);
+  at::Tensor mine = out[0];
+  const std::int64_t offset = rank_ * mine.numel();
+  return submit(staged(in[0], false), o.reduceOp.op_ == c10d::ReduceOp::AVG,
+                [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }, out,
+                c10d::OpType::REDUCE_SCATTER);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupATP::_reduce_scatter_base(
+    at::Tensor& out, at::Tensor& in, const c10d::ReduceScatterOptions& o) {
+  const bool through_atp = in.numel() == out.numel() * size_ && atp_carries({in, out}, o.reduceOp);
+  count("_reduce_scatter_base", {in}, through_atp);
+  if (!through_atp) return gloo_->_reduce_scatter_base(out, in, o);
+  at::Tensor mine = out;
+  const std::int64_t offset = rank_ * out.numel();
+  return submit(staged({in}, false), o.reduceOp.op_ == c10d::ReduceOp::AVG,
+                [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }, {out},
+                c10d::OpType::_REDUCE_SCATTER_BASE);
 }
 
 void ProcessGroupATP::complete_in_order() {
@@ -166,8 +280,8 @@ void ProcessGroupATP::finish(InFlight& f) {
       throw std::runtime_error("ATP allreduce of job " + std::to_string(job()) + " failed: " + e.what());
     }
     if (f.average) f.staged.div_(size_);
-    if (!f.staged.is_same(f.tensor)) f.tensor.copy_(f.staged);
-    f.future->markCompleted(c10::IValue(std::vector<at::Tensor>{f.tensor}));
+    f.deliver(f.staged);
+    f.future->markCompleted(c10::IValue(f.outputs));
   } catch (...) {
     f.future->setError(std::current_exception());
   }
@@ -177,10 +291,6 @@ void ProcessGroupATP::finish(InFlight& f) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupATP::broadcast(std::vector<at::Tensor>& t,
                                                           const c10d::BroadcastOptions& o) {
   return gloo_->broadcast(t, o);
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce_coalesced(
-    std::vector<at::Tensor>& t, const c10d::AllreduceCoalescedOptions& o) {
-  return gloo_->allreduce_coalesced(t, o);
 }
 c10::intrusive_ptr<c10d::Work> ProcessGroupATP::reduce(std::vector<at::Tensor>& t,
                                                        const c10d::ReduceOptions& o) {
@@ -209,15 +319,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::scatter(std::vector<at::Tensor>&
                                                         std::vector<std::vector<at::Tensor>>& in,
                                                         const c10d::ScatterOptions& o) {
   return gloo_->scatter(out, in, o);
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupATP::reduce_scatter(
-    std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
-    const c10d::ReduceScatterOptions& o) {
-  return gloo_->reduce_scatter(out, in, o);
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupATP::_reduce_scatter_base(
-    at::Tensor& out, at::Tensor& in, const c10d::ReduceScatterOptions& o) {
-  return gloo_->_reduce_scatter_base(out, in, o);
 }
 c10::intrusive_ptr<c10d::Work> ProcessGroupATP::alltoall_base(at::Tensor& out, at::Tensor& in,
                                                               std::vector<int64_t>& out_splits,

@@ -1,15 +1,18 @@
 #pragma once
-// The "atp" torch.distributed backend: a c10d ProcessGroup whose float32 SUM/AVG allreduce
-// runs over ATP (libatp's Communicator) and whose every other collective, dtype and op goes to
-// a Gloo process group built from the same store. It lives in C++ because a Python
-// ProcessGroup's Work objects (torch 1.13) lose their errors and die with their Python
+// The "atp" torch.distributed backend: a c10d ProcessGroup whose SUM and AVG reductions of
+// float32, float16 and bfloat16 tensors (allreduce, allreduce_coalesced, reduce_scatter,
+// _reduce_scatter_base) run over ATP (libatp's Communicator), and whose every other collective,
+// dtype and op goes to a Gloo process group built from the same store. It lives in C++ because a
+// Python ProcessGroup's Work objects (torch 1.13) lose their errors and die with their Python
 // reference, which DDP does not keep.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -33,14 +36,25 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   // Allreduces this group sent through ATP, and through Gloo.
   std::uint64_t atp_allreduces() const { return atp_calls_; }
   std::uint64_t gloo_allreduces() const { return gloo_calls_; }
+  // Per call kind and dtype ("allreduce float16", ...): calls and tensor bytes through ATP and
+  // through Gloo, for the reductions ATP can carry.
+  struct Traffic {
+    std::uint64_t atp_calls = 0, atp_bytes = 0, gloo_calls = 0, gloo_bytes = 0;
+  };
+  std::map<std::string, Traffic> traffic() const;
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& t,
+                                                     const c10d::AllreduceCoalescedOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& out,
+                                                std::vector<std::vector<at::Tensor>>& in,
+                                                const c10d::ReduceScatterOptions& o) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
+                                                      const c10d::ReduceScatterOptions& o) override;
 
   // Everything else: Gloo.
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& t, const c10d::BroadcastOptions& o) override;
-  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& t,
-                                                     const c10d::AllreduceCoalescedOptions& o) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& t, const c10d::ReduceOptions& o) override;
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& out,
                                            std::vector<at::Tensor>& in, const c10d::AllgatherOptions& o) override;
@@ -54,11 +68,6 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& out,
                                          std::vector<std::vector<at::Tensor>>& in,
                                          const c10d::ScatterOptions& o) override;
-  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& out,
-                                                std::vector<std::vector<at::Tensor>>& in,
-                                                const c10d::ReduceScatterOptions& o) override;
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
-                                                      const c10d::ReduceScatterOptions& o) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in,
                                                std::vector<int64_t>& out_splits,
                                                std::vector<int64_t>& in_splits,
@@ -74,15 +83,23 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   uint64_t getSequenceNumberForGroup() override;
 
  private:
-  // One ATP allreduce on its way: completed, in submission order, by the completer thread, so
-  // the Communicator's I/O thread never runs DDP's callbacks.
+  // One ATP sum on its way: completed, in submission order, by the completer thread, so the
+  // Communicator's I/O thread never runs DDP's callbacks.
   struct InFlight {
     std::future<void> done;
-    at::Tensor tensor, staged;  // staged: the contiguous host copy ATP sums (or tensor itself)
+    at::Tensor staged;  // the contiguous float32 host tensor ATP sums in place
     bool average = false;
+    std::function<void(const at::Tensor& sum)> deliver;  // writes the sum where the call wants it
+    std::vector<at::Tensor> outputs;                     // what the call's Work results in
     c10::intrusive_ptr<c10::ivalue::Future> future;
   };
-  static bool goes_through_atp(const std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts);
+  // Sums `staged` over the job through ATP; `deliver` then writes it (divided by the group's
+  // size for AVG) into the call's outputs.
+  c10::intrusive_ptr<c10d::Work> submit(at::Tensor staged, bool average,
+                                        std::function<void(const at::Tensor&)> deliver,
+                                        std::vector<at::Tensor> outputs, c10d::OpType kind);
+  // Counts a reduction call and, for one ATP could not carry, says so once per kind and dtype.
+  void count(const char* kind, const std::vector<at::Tensor>& tensors, bool through_atp);
   void complete_in_order();
   void finish(InFlight& f);
 
@@ -96,6 +113,8 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   bool stopping_ = false;
   std::thread completer_;
   std::atomic<std::uint64_t> atp_calls_{0}, gloo_calls_{0};
+  mutable std::mutex traffic_mutex_;
+  std::map<std::string, Traffic> traffic_;
 };
 
 }  // namespace atp::torch_backend
