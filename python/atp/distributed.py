@@ -97,9 +97,27 @@ def destroy_process_group(group=None):
     _torch_destroy_process_group(group)
 
 
+_torch_monitored_barrier = dist.monitored_barrier
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch's, which refuses any group but a Gloo one by name: an "atp" group's runs on its
+    Gloo partner (every collective but the reductions does), reporting the ranks that did not
+    pass as Gloo's does."""
+    c10d = dist.distributed_c10d
+    pg = c10d._get_default_group() if group is None or group is c10d.GroupMember.WORLD else group
+    if not isinstance(pg, ProcessGroupATP) or c10d._rank_not_in_group(group):
+        return _torch_monitored_barrier(group=c10d.GroupMember.WORLD if group is None else group,
+                                        timeout=timeout, wait_all_ranks=wait_all_ranks)
+    return pg.monitored_barrier(c10d.default_pg_timeout if timeout is None else timeout,
+                                wait_all_ranks=wait_all_ranks)
+
+
 if "ATP" not in dist.Backend._plugins:
     dist.Backend.register_backend("atp", _create, extended_api=True)
     dist.destroy_process_group = destroy_process_group
     dist.distributed_c10d.destroy_process_group = destroy_process_group
+    dist.monitored_barrier = monitored_barrier
+    dist.distributed_c10d.monitored_barrier = monitored_barrier
 
-__all__ = ["Options", "ProcessGroupATP", "destroy_process_group"]
+__all__ = ["Options", "ProcessGroupATP", "destroy_process_group", "monitored_barrier"]

@@ -106,6 +106,8 @@ def reductions(rank, size, gloo):
     dist._reduce_scatter_base(part, whole, op=dist.ReduceOp.AVG)
     report["reduce_scatter_base_exact"] = bool(
         torch.equal(part, exact_sum(gloo, whole.clone(), True)[rank * 1000:(rank + 1) * 1000]))
+    for _ in range(3):  # an int64 SUM ATP cannot carry: Gloo's, said once
+        dist.all_reduce(torch.ones(4, dtype=torch.int64))
     report["traffic"] = pg.traffic()
     return report
 

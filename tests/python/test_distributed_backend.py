@@ -85,6 +85,10 @@ def test_half_precision_coalesced_and_reduce_scatter_go_through_atp_exactly(tmp_
             for kind in ("allreduce Half", "allreduce BFloat16", "allreduce_coalesced Float",
                          "reduce_scatter Float", "_reduce_scatter_base BFloat16"):
                 assert traffic[kind]["atp_calls"] > 0 and traffic[kind]["gloo_calls"] == 0, (kind, traffic)
+            assert traffic["allreduce Long"] == {"atp_calls": 0, "atp_bytes": 0, "gloo_calls": 3,
+                                                 "gloo_bytes": 96}, traffic
+        # The fallback is said once per rank, at warning level, not once per call.
+        assert out.count("allreduce of Long with this op goes through Gloo") == nproc, out[-3000:]
 
 
 def test_ddp_with_half_precision_compression_trains_through_atp_as_on_gloo(tmp_path):
