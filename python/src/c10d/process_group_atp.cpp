@@ -173,23 +173,29 @@ std::map<std::string, ProcessGroupATP::Traffic> ProcessGroupATP::traffic() const
   return traffic_;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupATP::submit(at::Tensor staged, bool average,
-                                                       std::function<void(const at::Tensor&)> deliver,
+c10::intrusive_ptr<c10d::Work> ProcessGroupATP::submit(std::vector<Part> parts, bool average,
                                                        std::vector<at::Tensor> outputs,
                                                        c10d::OpType kind) {
-  InFlight f;
-  f.staged = std::move(staged);
-  f.average = average;
-  f.deliver = std::move(deliver);
-  f.outputs = std::move(outputs);
-  f.future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
-  auto work = c10::make_intrusive<AtpWork>(rank_, f.outputs, f.future, kind);
-  const std::span<float> values(f.staged.data_ptr<float>(), static_cast<std::size_t>(f.staged.numel()));
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+  auto work = c10::make_intrusive<AtpWork>(rank_, outputs, future, kind);
+  auto error = std::make_shared<std::exception_ptr>();
   {
     std::lock_guard lock(mutex_);
     TORCH_CHECK(!stopping_, "ATP process group of job ", job(), " was shut down");
-    f.done = rendezvous_->communicator().allreduce_async(values, values);
-    in_flight_.push_back(std::move(f));
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      InFlight f;
+      f.part = std::move(parts[i]);
+      f.average = average;
+      f.error = error;
+      if (i + 1 == parts.size()) {
+        f.outputs = std::move(outputs);
+        f.future = future;
+      }
+      const std::span<float> values(f.part.staged.data_ptr<float>(),
+                                    static_cast<std::size_t>(f.part.staged.numel()));
+      f.done = rendezvous_->communicator().allreduce_async(values, values);
+      in_flight_.push_back(std::move(f));
+    }
   }
   changed_.notify_one();
   return work;
@@ -206,27 +212,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce(std::vector<at::Tensor
   }
   ++atp_calls_;
   at::Tensor t = tensors[0];
-  return submit(staged(tensors, true), opts.reduceOp.op_ == c10d::ReduceOp::AVG,
-                [t](const at::Tensor& sum) mutable { write_part(sum, 0, t); }, tensors,
-                c10d::OpType::ALLREDUCE);
+  return submit({{staged(tensors, true), [t](const at::Tensor& sum) mutable { write_part(sum, 0, t); }}},
+                opts.reduceOp.op_ == c10d::ReduceOp::AVG, tensors, c10d::OpType::ALLREDUCE);
 }
 
-// One ATP sum of the tensors laid end to end (fewer, fuller calls than one per tensor).
+// Each tensor its own ATP sum, all in flight at once: a float32 tensor is summed where it lies,
+// where one sum of the tensors laid end to end copied them there and back (16 tensors of 64 Ki
+// floats: 0.86 of its time, 64 of 4 Ki: the same; bench/coalesced_bench.py, docs/pytorch.md).
 c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& o) {
   const bool through_atp = !tensors.empty() && atp_carries(tensors, o.reduceOp);
   count("allreduce_coalesced", tensors, through_atp);
   if (!through_atp) return gloo_->allreduce_coalesced(tensors, o);
-  std::vector<at::Tensor> outputs = tensors;
-  return submit(staged(tensors, false), o.reduceOp.op_ == c10d::ReduceOp::AVG,
-                [outputs](const at::Tensor& sum) mutable {
-                  std::int64_t at = 0;
-                  for (at::Tensor& t : outputs) {
-                    write_part(sum, at, t);
-                    at += t.numel();
-                  }
-                },
-                tensors, c10d::OpType::ALLREDUCE_COALESCED);
+  std::vector<Part> parts;
+  for (const at::Tensor& tensor : tensors) {
+    if (tensor.numel() == 0) continue;
+    at::Tensor t = tensor;
+    parts.push_back({staged({t}, true), [t](const at::Tensor& sum) mutable { write_part(sum, 0, t); }});
+  }
+  return submit(std::move(parts), o.reduceOp.op_ == c10d::ReduceOp::AVG, tensors,
+                c10d::OpType::ALLREDUCE_COALESCED);
 }
 
 // The whole input summed in the network, each rank keeping its own shard: every rank still
@@ -241,9 +246,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::reduce_scatter(
   if (!through_atp) return gloo_->reduce_scatter(out, in, o);
   at::Tensor mine = out[0];
   const std::int64_t offset = rank_ * mine.numel();
-  return submit(staged(in[0], false), o.reduceOp.op_ == c10d::ReduceOp::AVG,
-                [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }, out,
-                c10d::OpType::REDUCE_SCATTER);
+  return submit({{staged(in[0], false),
+                 [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }}},
+                o.reduceOp.op_ == c10d::ReduceOp::AVG, out, c10d::OpType::REDUCE_SCATTER);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupATP::_reduce_scatter_base(
@@ -253,9 +258,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::_reduce_scatter_base(
   if (!through_atp) return gloo_->_reduce_scatter_base(out, in, o);
   at::Tensor mine = out;
   const std::int64_t offset = rank_ * out.numel();
-  return submit(staged({in}, false), o.reduceOp.op_ == c10d::ReduceOp::AVG,
-                [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }, {out},
-                c10d::OpType::_REDUCE_SCATTER_BASE);
+  return submit({{staged({in}, false),
+                 [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }}},
+                o.reduceOp.op_ == c10d::ReduceOp::AVG, {out}, c10d::OpType::_REDUCE_SCATTER_BASE);
 }
 
 void ProcessGroupATP::complete_in_order() {
@@ -273,18 +278,23 @@ void ProcessGroupATP::complete_in_order() {
 }
 
 void ProcessGroupATP::finish(InFlight& f) {
-  try {
+  std::exception_ptr& error = *f.error;
+  if (!error) {
     try {
-      f.done.get();
-    } catch (const std::exception& e) {
-      throw std::runtime_error("ATP allreduce of job " + std::to_string(job()) + " failed: " + e.what());
+      try {
+        f.done.get();
+      } catch (const std::exception& e) {
+        throw std::runtime_error("ATP allreduce of job " + std::to_string(job()) + " failed: " + e.what());
+      }
+      if (f.average) f.part.staged.div_(size_);
+      f.part.deliver(f.part.staged);
+    } catch (...) {
+      error = std::current_exception();
     }
-    if (f.average) f.staged.div_(size_);
-    f.deliver(f.staged);
-    f.future->markCompleted(c10::IValue(f.outputs));
-  } catch (...) {
-    f.future->setError(std::current_exception());
   }
+  if (!f.future) return;  // not the call's last part
+  if (error) f.future->setError(error);
+  else f.future->markCompleted(c10::IValue(f.outputs));
 }
 
 // Gloo's collectives, as they are.

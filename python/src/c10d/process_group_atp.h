@@ -85,18 +85,25 @@ class ProcessGroupATP : public c10d::ProcessGroup {
  private:
   // One ATP sum on its way: completed, in submission order, by the completer thread, so the
   // Communicator's I/O thread never runs DDP's callbacks.
+  // One ATP sum of a call: `staged`, the contiguous float32 host tensor ATP sums in place, and
+  // `deliver`, which writes the sum (divided by the group's size for AVG) where the call wants it.
+  struct Part {
+    at::Tensor staged;
+    std::function<void(const at::Tensor& sum)> deliver;
+  };
   struct InFlight {
     std::future<void> done;
-    at::Tensor staged;  // the contiguous float32 host tensor ATP sums in place
+    Part part;
     bool average = false;
-    std::function<void(const at::Tensor& sum)> deliver;  // writes the sum where the call wants it
-    std::vector<at::Tensor> outputs;                     // what the call's Work results in
-    c10::intrusive_ptr<c10::ivalue::Future> future;
+    // The call's first error, shared by its parts (they complete in order: its last one
+    // completes the call's future, which only it holds).
+    std::shared_ptr<std::exception_ptr> error;
+    std::vector<at::Tensor> outputs;                 // what the call's Work results in
+    c10::intrusive_ptr<c10::ivalue::Future> future;  // the call's last part only
   };
-  // Sums `staged` over the job through ATP; `deliver` then writes it (divided by the group's
-  // size for AVG) into the call's outputs.
-  c10::intrusive_ptr<c10d::Work> submit(at::Tensor staged, bool average,
-                                        std::function<void(const at::Tensor&)> deliver,
+  // Sums each part over the job through ATP, all in flight at once; the Work completes when the
+  // last one has been delivered.
+  c10::intrusive_ptr<c10d::Work> submit(std::vector<Part> parts, bool average,
                                         std::vector<at::Tensor> outputs, c10d::OpType kind);
   // Counts a reduction call and, for one ATP could not carry, says so once per kind and dtype.
   void count(const char* kind, const std::vector<at::Tensor>& tensors, bool through_atp);
