@@ -1,8 +1,9 @@
 // Throughput of the quantizer against memcpy of the same number of bytes.
 //
 // For each buffer size (64 KiB, 1 MiB and 16 MiB of floats) it measures memcpy, quantize and
-// dequantize on the best ISA and on every supported ISA, and floats_to_wire (the float32
-// fallback). All report bytes/s of input. After the run a table gives each operation's
+// dequantize on the best ISA and on every supported ISA, floats_to_wire (the float32
+// fallback), and quantize / dequantize of float16 and bfloat16 tensors of the same size (best
+// ISA). All report bytes/s of the tensor (input of quantize, output of dequantize). After the run a table gives each operation's
 // throughput as a ratio to memcpy at the same size, measured in the same run.
 #include <benchmark/benchmark.h>
 
@@ -13,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "quant/quantizer.h"
@@ -20,6 +22,7 @@
 namespace {
 
 using atp::quant::Isa;
+using atp::quant::Precision;
 
 constexpr int kWorkers = 8;
 
@@ -90,6 +93,57 @@ void bm_dequantize(benchmark::State& state, std::size_t bytes, const Isa* isa) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
 }
 
+// A half-precision tensor of `bytes` bytes (bytes / 2 values) from the same gradients, its wire
+// buffer (twice its bytes: int32 on the wire) and a result tensor. Throughput is the tensor's
+// bytes per second, so the ratio to memcpy of the same size is against copying the tensor.
+struct HalfBuffers {
+  std::vector<std::uint16_t> values;
+  std::vector<std::uint8_t> wire;
+  std::vector<std::uint16_t> back;
+  float scale = 1.0f;
+};
+
+HalfBuffers& half_buffers_for(std::size_t bytes, Precision precision) {
+  static std::map<std::pair<std::size_t, Precision>, std::unique_ptr<HalfBuffers>> cache;
+  auto& slot = cache[{bytes, precision}];
+  if (!slot) {
+    slot = std::make_unique<HalfBuffers>();
+    const std::size_t n = bytes / 2;
+    const Buffers& source = buffers_for(2 * bytes);  // n floats
+    slot->scale = source.scale;
+    slot->wire.resize(4 * n);
+    slot->values.resize(n);
+    slot->back.resize(n);
+    // The floats' rounded halves, by way of the wire: exact for these scaled gradients.
+    atp::quant::quantize_to_wire(source.floats.data(), n, source.scale, slot->wire.data());
+    atp::quant::dequantize_from_wire(precision, slot->wire.data(), n, slot->scale,
+                                     slot->values.data());
+  }
+  return *slot;
+}
+
+void bm_quantize_half(benchmark::State& state, std::size_t bytes, Precision precision) {
+  HalfBuffers& b = half_buffers_for(bytes, precision);
+  for (auto _ : state) {
+    const bool ok = atp::quant::quantize_to_wire(precision, b.values.data(), b.values.size(),
+                                                 b.scale, atp::quant::kAnyMagnitude,
+                                                 b.wire.data());
+    benchmark::DoNotOptimize(ok);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+
+void bm_dequantize_half(benchmark::State& state, std::size_t bytes, Precision precision) {
+  HalfBuffers& b = half_buffers_for(bytes, precision);
+  for (auto _ : state) {
+    atp::quant::dequantize_from_wire(precision, b.wire.data(), b.back.size(), b.scale,
+                                     b.back.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+}
+
 void bm_floats_to_wire(benchmark::State& state, std::size_t bytes) {
   Buffers& b = buffers_for(bytes);
   for (auto _ : state) {
@@ -123,6 +177,13 @@ void register_all() {
       benchmark::RegisterBenchmark(name.c_str(), bm_dequantize, bytes, &isa);
     }
     benchmark::RegisterBenchmark(("floats_to_wire" + suffix).c_str(), bm_floats_to_wire, bytes);
+    for (Precision precision : {Precision::float16, Precision::bfloat16}) {
+      const std::string p(to_string(precision));
+      benchmark::RegisterBenchmark(("quantize " + p + suffix).c_str(), bm_quantize_half, bytes,
+                                   precision);
+      benchmark::RegisterBenchmark(("dequantize " + p + suffix).c_str(), bm_dequantize_half,
+                                   bytes, precision);
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // calling the C++ Communicator and the C API from their own threads.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include "free_ports.h"
 #include "libatp/atp.h"
 #include "libatp/communicator.h"
+#include "proto/byte_order.h"
+#include "quant/quantizer.h"
 #include "workload/gradients.h"
 
 extern "C" int atp_test_c_allreduce(const char* config, uint32_t job, uint32_t rank,
@@ -99,6 +102,54 @@ TEST_F(WorkerLibrary, CppCommunicatorsSumExactlyBlockingAndAsync) {
   for (auto& w : workers) w.join();
   const auto expected = exact(n);
   for (const auto& o : out) EXPECT_EQ(0, std::memcmp(o.data(), expected.data(), n * 4));
+}
+
+// float16 and bfloat16 tensors go through the Communicator as themselves: quantized straight
+// from their values, the sum rounded once into them, in place and with tails; a fragment holding
+// an infinity travels as float32 and comes back as the halves' float32 sum rounded once.
+TEST_F(WorkerLibrary, HalfPrecisionTensorsSumStraightFromTheirValues) {
+  using quant::Precision;
+  const std::size_t n = 1'000;  // not a multiple of K: a short last fragment
+  runtime::AddressBook book;
+  const auto config = cluster_->worker_config(5, 0, book);
+  const std::size_t k = config.values_per_packet, infinite_at = k + 3;
+  for (Precision precision : {Precision::float16, Precision::bfloat16}) {
+    // Each rank's halves: its gradients rounded to the format (by way of the wire).
+    std::vector<std::vector<std::uint16_t>> halves(2, std::vector<std::uint16_t>(n));
+    std::vector<std::uint8_t> wire(4 * n);
+    for (std::uint32_t rank = 0; rank < 2; ++rank) {
+      quant::quantize_to_wire(gradients(rank, n).data(), n, config.scale, wire.data());
+      quant::dequantize_from_wire(precision, wire.data(), n, config.scale, halves[rank].data());
+    }
+    const std::uint8_t infinity[4] = {0x7F, 0x80, 0, 0};
+    quant::floats_from_wire(precision, infinity, 1, &halves[1][infinite_at]);
+    // Expected: int32 sums of each rank's quantized values, and float32 sums in the fragment
+    // with the infinity, each rounded once to the format.
+    std::vector<std::int64_t> sum(n, 0);
+    std::vector<float> float_sum(n, 0.0f);
+    for (const auto& h : halves) {
+      quant::quantize_to_wire(precision, h.data(), n, config.scale, quant::kAnyMagnitude, wire.data());
+      for (std::size_t i = 0; i < n; ++i) sum[i] += proto::load_be_i32(&wire[4 * i]);
+      quant::floats_to_wire(precision, h.data(), n, wire.data());
+      for (std::size_t i = 0; i < n; ++i) float_sum[i] += std::bit_cast<float>(proto::load_be32(&wire[4 * i]));
+    }
+    std::vector<std::uint16_t> expected(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool as_floats = i / k == infinite_at / k;
+      proto::store_be32(&wire[4 * i], as_floats ? std::bit_cast<std::uint32_t>(float_sum[i])
+                                                : static_cast<std::uint32_t>(sum[i]));
+      if (as_floats) quant::floats_from_wire(precision, &wire[4 * i], 1, &expected[i]);
+      else quant::dequantize_from_wire(precision, &wire[4 * i], 1, config.scale, &expected[i]);
+    }
+    std::vector<std::thread> workers;
+    for (std::uint32_t rank = 0; rank < 2; ++rank)
+      workers.emplace_back([&, rank] {
+        auto comm = Communicator::from_cluster(*cluster_, 5, rank);
+        comm->allreduce_async(precision, halves[rank].data(), halves[rank].data(), n).get();
+      });
+    for (auto& w : workers) w.join();
+    for (const auto& h : halves) EXPECT_EQ(h, expected) << quant::to_string(precision);
+  }
 }
 
 // Launching a job again on the same daemons, with nothing but default arguments: the PS hands

@@ -55,7 +55,12 @@ std::future<void> Communicator::allreduce_async(std::span<const float> input,
                                                 std::span<float> output) {
   if (input.size() != output.size())
     throw std::invalid_argument("allreduce: input and output sizes differ");
-  Request r{input, output, {}};
+  return allreduce_async(quant::Precision::float32, input.data(), output.data(), input.size());
+}
+
+std::future<void> Communicator::allreduce_async(quant::Precision precision, const void* input,
+                                                void* output, std::size_t count) {
+  Request r{precision, input, output, count, {}};
   std::future<void> done = r.done.get_future();
   {
     std::lock_guard lock(mutex_);
@@ -84,7 +89,7 @@ void Communicator::on_wake() {
   const Time now = runtime::monotonic_now();
   for (auto& r : requests) {
     try {
-      const std::uint32_t id = worker_.submit(now, r.input, r.output, outbox_);
+      const std::uint32_t id = worker_.submit(now, r.precision, r.input, r.output, r.count, outbox_);
       pending_.emplace(id, std::move(r.done));
     } catch (...) {
       r.done.set_exception(std::current_exception());

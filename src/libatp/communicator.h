@@ -53,6 +53,10 @@ class Communicator {
   // std::runtime_error if the job cannot finish (see WorkerConfig::deadline).
   void allreduce(std::span<const float> input, std::span<float> output);
   std::future<void> allreduce_async(std::span<const float> input, std::span<float> output);
+  // `count` values of `precision` (float16 and bfloat16 quantized straight from the tensor and
+  // the exact sum rounded once into `output`; quant/quantizer.h). The same lifetime rule.
+  std::future<void> allreduce_async(quant::Precision precision, const void* input, void* output,
+                                    std::size_t count);
 
   engines::WorkerStats stats() const;
   // The run this worker's fragments name: the configured one, or the one PS 0 handed out
@@ -62,8 +66,10 @@ class Communicator {
 
  private:
   struct Request {
-    std::span<const float> input;
-    std::span<float> output;
+    quant::Precision precision;
+    const void* input;
+    void* output;
+    std::size_t count;
     std::promise<void> done;
   };
   void on_wake();

@@ -28,4 +28,19 @@ bool quantize_avx512(const float* in, std::size_t n, float scale, std::int32_t m
 void dequantize_avx512(const std::uint8_t* in, std::size_t n, float scale, float* out);
 void bswap32_avx512(const void* in, std::size_t n, void* out);
 
+// Half-precision kernels (quantizer_half.cpp, quantizer_half_avx2.cpp): `brain` picks bfloat16
+// over IEEE float16. The AVX2 ones need F16C too.
+bool quantize_half_scalar(bool brain, const std::uint16_t* in, std::size_t n, float scale,
+                          std::int32_t max_magnitude, std::uint8_t* out);
+void dequantize_half_scalar(bool brain, const std::uint8_t* in, std::size_t n, float scale,
+                            std::uint16_t* out);
+bool quantize_half_avx2(bool brain, const std::uint16_t* in, std::size_t n, float scale,
+                        std::int32_t max_magnitude, std::uint8_t* out);
+void dequantize_half_avx2(bool brain, const std::uint8_t* in, std::size_t n, float scale,
+                          std::uint16_t* out);
+
+// Exact widening and round-to-nearest-even narrowing of one value.
+float widen_half(bool brain, std::uint16_t bits);
+std::uint16_t narrow_to_half(bool brain, float value);
+
 }  // namespace atp::quant::detail

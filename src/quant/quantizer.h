@@ -62,6 +62,30 @@ void floats_from_wire(const std::uint8_t* in, std::size_t n, float* out);
 // software switch's registers to and from a packet's values.
 void swap_words(const void* in, std::size_t n, void* out);
 
+// Half-precision tensors, quantized straight from their 16-bit values (no float32 copy of the
+// tensor): each value is widened exactly to float32 and then follows the definition above, so
+// a half tensor puts on the wire exactly what its float32 copy would. Results are the float32
+// dequantize(q) rounded once to the tensor's precision, to nearest even (what converting the
+// float32 result would give; a bfloat16 NaN becomes 0x7FC0, as torch's conversion makes it).
+enum class Precision : std::uint8_t { float32, float16, bfloat16 };
+
+std::string_view to_string(Precision precision);
+std::size_t bytes_per_value(Precision precision);
+
+bool quantize_to_wire(Precision precision, const void* in, std::size_t n, float scale,
+                      std::int32_t max_magnitude, std::uint8_t* out);
+void dequantize_from_wire(Precision precision, const std::uint8_t* in, std::size_t n, float scale,
+                          void* out);
+// The float32 payloads of the overflow path, from and to values of `precision`.
+void floats_to_wire(Precision precision, const void* in, std::size_t n, std::uint8_t* out);
+void floats_from_wire(Precision precision, const std::uint8_t* in, std::size_t n, void* out);
+// The same two kernels on a chosen ISA (avx512 runs the AVX2 ones: a half-precision vector
+// is 8 values either way, and the tensor's bytes, not the arithmetic, set the pace).
+bool quantize_to_wire(Isa isa, Precision precision, const void* in, std::size_t n, float scale,
+                      std::int32_t max_magnitude, std::uint8_t* out);
+void dequantize_from_wire(Isa isa, Precision precision, const std::uint8_t* in, std::size_t n,
+                          float scale, void* out);
+
 // True if adding `workers` values of magnitude up to `max_abs` could leave int32.
 bool sum_may_overflow(std::int64_t max_abs, int workers);
 

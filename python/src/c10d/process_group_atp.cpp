@@ -105,8 +105,8 @@ void ProcessGroupATP::shutdown() {
 namespace {
 
 // What ATP reduces: SUM and AVG of dense float32, float16 and bfloat16 tensors, on the CPU or a
-// GPU. Half precision is summed as float32 (quantized to the same int32 on the wire), and the
-// exact sum rounded once to the tensor's dtype.
+// GPU. Half precision is quantized to the same int32 on the wire as its float32 copy would be,
+// and the exact sum rounded once to the tensor's dtype.
 bool atp_carries(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op) {
   if (op.op_ != c10d::ReduceOp::SUM && op.op_ != c10d::ReduceOp::AVG) return false;
   std::int64_t values = 0;
@@ -120,13 +120,9 @@ bool atp_carries(const std::vector<at::Tensor>& tensors, const c10d::ReduceOp& o
   return values > 0;
 }
 
-// The float32 host tensor ATP sums: `tensors` laid end to end (pinned when one is on a GPU,
-// for the copies back). One contiguous float32 CPU tensor may be summed in place, itself.
-at::Tensor staged(const std::vector<at::Tensor>& tensors, bool may_be_itself) {
-  const at::Tensor& first = tensors.front();
-  if (may_be_itself && tensors.size() == 1 && first.is_cpu() && first.scalar_type() == at::kFloat &&
-      first.is_contiguous())
-    return first;
+// `tensors` laid end to end in a float32 host tensor (pinned when one is on a GPU, for the
+// copies back): what ATP sums when it cannot sum a tensor where it lies.
+at::Tensor float32_copy(const std::vector<at::Tensor>& tensors) {
   bool cuda = false;
   std::int64_t total = 0;
   for (const at::Tensor& t : tensors) {
@@ -140,6 +136,24 @@ at::Tensor staged(const std::vector<at::Tensor>& tensors, bool may_be_itself) {
     at += t.numel();
   }
   return out;
+}
+
+// The tensor ATP sums for an allreduce of `t`: `t` itself when it is a contiguous CPU tensor of
+// float32, or of half precision for a SUM (quantized straight from its 16-bit values; an AVG
+// divides the float32 sum first, so that it is rounded to half precision once); else a copy.
+at::Tensor summed_in_place_or_copied(const at::Tensor& t, bool average) {
+  const bool half = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+  if (t.is_cpu() && t.is_contiguous() && (t.scalar_type() == at::kFloat || (half && !average)))
+    return t;
+  return float32_copy({t});
+}
+
+atp::quant::Precision precision_of(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kHalf: return atp::quant::Precision::float16;
+    case at::kBFloat16: return atp::quant::Precision::bfloat16;
+    default: return atp::quant::Precision::float32;  // copies are float32
+  }
 }
 
 // `sum`'s values from `offset` on, written into `t` in its dtype and device.
@@ -191,9 +205,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::submit(std::vector<Part> parts, 
         f.outputs = std::move(outputs);
         f.future = future;
       }
-      const std::span<float> values(f.part.staged.data_ptr<float>(),
-                                    static_cast<std::size_t>(f.part.staged.numel()));
-      f.done = rendezvous_->communicator().allreduce_async(values, values);
+      at::Tensor& values = f.part.staged;
+      f.done = rendezvous_->communicator().allreduce_async(
+          precision_of(values), values.data_ptr(), values.data_ptr(),
+          static_cast<std::size_t>(values.numel()));
       in_flight_.push_back(std::move(f));
     }
   }
@@ -212,11 +227,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce(std::vector<at::Tensor
   }
   ++atp_calls_;
   at::Tensor t = tensors[0];
-  return submit({{staged(tensors, true), [t](const at::Tensor& sum) mutable { write_part(sum, 0, t); }}},
-                opts.reduceOp.op_ == c10d::ReduceOp::AVG, tensors, c10d::OpType::ALLREDUCE);
+  const bool average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
+  return submit({{summed_in_place_or_copied(t, average),
+                  [t](const at::Tensor& sum) mutable { write_part(sum, 0, t); }}},
+                average, tensors, c10d::OpType::ALLREDUCE);
 }
 
-// Each tensor its own ATP sum, all in flight at once: a float32 tensor is summed where it lies,
+// Each tensor its own ATP sum, all in flight at once: a tensor is summed where it lies,
 // where one sum of the tensors laid end to end copied them there and back (16 tensors of 64 Ki
 // floats: 0.86 of its time, 64 of 4 Ki: the same; bench/coalesced_bench.py, docs/pytorch.md).
 c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce_coalesced(
@@ -224,14 +241,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce_coalesced(
   const bool through_atp = !tensors.empty() && atp_carries(tensors, o.reduceOp);
   count("allreduce_coalesced", tensors, through_atp);
   if (!through_atp) return gloo_->allreduce_coalesced(tensors, o);
+  const bool average = o.reduceOp.op_ == c10d::ReduceOp::AVG;
   std::vector<Part> parts;
   for (const at::Tensor& tensor : tensors) {
     if (tensor.numel() == 0) continue;
     at::Tensor t = tensor;
-    parts.push_back({staged({t}, true), [t](const at::Tensor& sum) mutable { write_part(sum, 0, t); }});
+    parts.push_back(
+        {summed_in_place_or_copied(t, average), [t](const at::Tensor& sum) mutable { write_part(sum, 0, t); }});
   }
-  return submit(std::move(parts), o.reduceOp.op_ == c10d::ReduceOp::AVG, tensors,
-                c10d::OpType::ALLREDUCE_COALESCED);
+  return submit(std::move(parts), average, tensors, c10d::OpType::ALLREDUCE_COALESCED);
 }
 
 // The whole input summed in the network, each rank keeping its own shard: every rank still
@@ -246,7 +264,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::reduce_scatter(
   if (!through_atp) return gloo_->reduce_scatter(out, in, o);
   at::Tensor mine = out[0];
   const std::int64_t offset = rank_ * mine.numel();
-  return submit({{staged(in[0], false),
+  return submit({{float32_copy(in[0]),
                  [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }}},
                 o.reduceOp.op_ == c10d::ReduceOp::AVG, out, c10d::OpType::REDUCE_SCATTER);
 }
@@ -258,7 +276,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::_reduce_scatter_base(
   if (!through_atp) return gloo_->_reduce_scatter_base(out, in, o);
   at::Tensor mine = out;
   const std::int64_t offset = rank_ * out.numel();
-  return submit({{staged({in}, false),
+  return submit({{float32_copy({in}),
                  [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }}},
                 o.reduceOp.op_ == c10d::ReduceOp::AVG, {out}, c10d::OpType::_REDUCE_SCATTER_BASE);
 }

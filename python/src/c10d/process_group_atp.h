@@ -83,14 +83,15 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   uint64_t getSequenceNumberForGroup() override;
 
  private:
-  // One ATP sum on its way: completed, in submission order, by the completer thread, so the
-  // Communicator's I/O thread never runs DDP's callbacks.
-  // One ATP sum of a call: `staged`, the contiguous float32 host tensor ATP sums in place, and
-  // `deliver`, which writes the sum (divided by the group's size for AVG) where the call wants it.
+  // One ATP sum of a call: `staged`, the contiguous host tensor ATP sums in place (a float32
+  // copy, or the caller's tensor where it lies), and `deliver`, which writes the sum (divided by
+  // the group's size for AVG) where the call wants it.
   struct Part {
     at::Tensor staged;
     std::function<void(const at::Tensor& sum)> deliver;
   };
+  // One ATP sum on its way: completed, in submission order, by the completer thread, so the
+  // Communicator's I/O thread never runs DDP's callbacks.
   struct InFlight {
     std::future<void> done;
     Part part;

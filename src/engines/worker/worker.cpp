@@ -153,11 +153,16 @@ void Worker::set_home(const HomeSlice& home) {
 
 std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<float> output,
                              Outbox& out) {
-  if (failed()) throw std::runtime_error(error_);
   if (input.size() != output.size())
     throw std::invalid_argument("allreduce: input and output sizes differ");
+  return submit(now, quant::Precision::float32, input.data(), output.data(), input.size(), out);
+}
+
+std::uint32_t Worker::submit(Time now, quant::Precision precision, const void* input,
+                             void* output, std::size_t count, Outbox& out) {
+  if (failed()) throw std::runtime_error(error_);
   const std::size_t k = config_.values_per_packet;
-  const std::size_t fragments = (input.size() + k - 1) / k;
+  const std::size_t fragments = (count + k - 1) / k;
   if (fragments > (std::size_t{1} << 30))
     throw std::invalid_argument("allreduce: tensor too large (more than 2^30 fragments)");
 
@@ -166,8 +171,10 @@ std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<f
     completed_.push_back(id);  // nothing to sum: an empty tensor is its own result
     return id;
   }
-  tensors_.push_back(Tensor{id, input.data(), output.data(), input.size(), end_seq_,
-                            static_cast<std::uint32_t>(fragments), 0});
+  tensors_.push_back(Tensor{id, static_cast<const std::uint8_t*>(input),
+                            static_cast<std::uint8_t*>(output), count, end_seq_,
+                            static_cast<std::uint32_t>(fragments), 0, precision,
+                            static_cast<std::uint32_t>(quant::bytes_per_value(precision))});
   end_seq_ += static_cast<std::uint32_t>(fragments);
   if (!run_ && !join_started_) {
     join_started_ = now;
@@ -271,6 +278,17 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
   sending_ = t;
 }
 
+// float32 straight to its kernels (the common case, without the precision dispatch's call).
+[[gnu::always_inline]] inline bool Worker::quantize_values(quant::Precision precision,
+                                                          const std::uint8_t* in,
+                                                          std::size_t count,
+                                                          std::uint8_t* values) const {
+  if (precision == quant::Precision::float32) [[likely]]
+    return quant::quantize_to_wire(reinterpret_cast<const float*>(in), count, config_.scale,
+                                   quant_limit_, values);
+  return quant::quantize_to_wire(precision, in, count, config_.scale, quant_limit_, values);
+}
+
 // transmit's body is inlined into fill_window (first sends) and here (resends, float switches).
 void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   write_fragment(now, f, resend, out);
@@ -281,16 +299,16 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   std::span<std::uint8_t> packet =
       out.add(config_.uplink, proto::kHeaderBytes + proto::kValueBytes * f.count);
   std::uint8_t* values = packet.data() + proto::kHeaderBytes;
-  const float* in = f.tensor->input + f.offset;
-  if (!resend) prefetch_ahead<false>(in, proto::kValueBytes * f.count);  // the next to go
+  const Tensor& t = *f.tensor;
+  const std::uint8_t* in = t.input + std::size_t{t.value_bytes} * f.offset;
+  if (!resend) prefetch_ahead<false>(in, t.value_bytes * f.count);  // the next to go
   // Values whose sum over the job's workers could leave int32 (or that are not finite) switch
   // this fragment to floats for good. The bound makes overflow a property of the inputs, never
   // of the order switches add them in, so every path gives the same result.
-  if (!f.float_mode && !quant::quantize_to_wire(in, f.count, config_.scale, quant_limit_, values))
-    f.float_mode = true;
+  if (!f.float_mode && !quantize_values(t.precision, in, f.count, values)) f.float_mode = true;
   std::uint8_t flags = resend ? flag::kResend : 0;
   if (f.float_mode) {
-    quant::floats_to_wire(in, f.count, values);
+    quant::floats_to_wire(t.precision, in, f.count, values);
     flags |= flag::kFloatPayload;
     ++stats_.float_fragments;
   }
@@ -364,12 +382,15 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
 [[gnu::always_inline]] inline void Worker::on_result(Time now, ResultFields h,
                                                     const std::uint8_t* values, Fragment& f,
                                                     Outbox& out) {
-  float* dst = f.tensor->output + f.offset;
-  prefetch_ahead<true>(dst, proto::kValueBytes * f.count);
+  const Tensor& t = *f.tensor;
+  std::uint8_t* dst = t.output + std::size_t{t.value_bytes} * f.offset;
+  prefetch_ahead<true>(dst, t.value_bytes * f.count);
   if (h.has(flag::kFloatPayload))
-    quant::floats_from_wire(values, f.count, dst);
+    quant::floats_from_wire(t.precision, values, f.count, dst);
+  else if (t.precision == quant::Precision::float32) [[likely]]
+    quant::dequantize_from_wire(values, f.count, config_.scale, reinterpret_cast<float*>(dst));
   else
-    quant::dequantize_from_wire(values, f.count, config_.scale, dst);
+    quant::dequantize_from_wire(t.precision, values, f.count, config_.scale, dst);
 
   f.acked = true;
   --in_flight_;

@@ -23,6 +23,7 @@
 #include "engines/worker/congestion_window.h"
 #include "engines/worker/rtt_estimator.h"
 #include "proto/header.h"
+#include "quant/quantizer.h"
 
 namespace atp::engines {
 
@@ -158,6 +159,10 @@ class Worker {
   // All workers of a job must submit the same sequence of tensor sizes. Returns the tensor id.
   std::uint32_t submit(Time now, std::span<const float> input, std::span<float> output,
                        Outbox& out);
+  // The same for `count` values of `precision` (half precision is quantized straight from the
+  // 16-bit values and its results rounded once into them; quant/quantizer.h).
+  std::uint32_t submit(Time now, quant::Precision precision, const void* input, void* output,
+                       std::size_t count, Outbox& out);
 
   // Datagrams that arrived together (one receive call's batch). Each result is taken in turn,
   // and new fragments go out into the window it freed; the round-trip sample, retiring
@@ -196,12 +201,14 @@ class Worker {
  private:
   struct Tensor {
     std::uint32_t id = 0;
-    const float* input = nullptr;
-    float* output = nullptr;
+    const std::uint8_t* input = nullptr;
+    std::uint8_t* output = nullptr;
     std::size_t size = 0;
     std::uint32_t first_seq = 0;
     std::uint32_t fragments = 0;
     std::uint32_t finished = 0;
+    quant::Precision precision = quant::Precision::float32;
+    std::uint32_t value_bytes = 4;  // of `precision`, in the tensor's memory
   };
   // One in-flight fragment, kept in the ring's slot seq mod ring.
   struct Fragment {
@@ -277,6 +284,8 @@ class Worker {
   }
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
   inline void write_fragment(Time now, Fragment& f, bool resend, Outbox& out);  // transmit's
+  inline bool quantize_values(quant::Precision precision, const std::uint8_t* in, std::size_t count,
+                              std::uint8_t* values) const;
   // Inline: the common case, an in-order answer to a fragment sent once, has nothing before
   // it to reveal, and costs no call.
   void detect_gaps(Time now, const Fragment& acked, std::uint16_t results_behind, Outbox& out) {
