@@ -64,12 +64,27 @@ def train(net, data, args, rank, world):
     return losses, len(losses) / (time.perf_counter() - start)
 
 
+def compression_hook(gradients, backend):
+    """DDP's communication hook for --gradients: float16 by torch's fp16_compress_hook, bfloat16
+    by atp.distributed's bfloat16_compress_hook (torch 1.13 registers its own only with NCCL). This
+    torch's Gloo has no bfloat16 sum: Gloo then sums float32, the uncompressed baseline."""
+    if gradients == "float16":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        return default_hooks.fp16_compress_hook
+    if gradients == "bfloat16" and backend != "gloo":
+        import atp.distributed
+        return atp.distributed.bfloat16_compress_hook
+    return None
+
+
 def add_training_arguments(parser):
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch", type=int, default=64, help="global batch size")
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--gradients", choices=["float32", "float16", "bfloat16"], default="float32",
+                        help="the dtype DDP's buckets are summed in (a compression hook)")
 
 
 def main():
@@ -83,18 +98,22 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     train_data, (test_x, test_y) = dataset(args.seed)
     net = torch.nn.parallel.DistributedDataParallel(model(args.hidden, args.seed))
+    hook = compression_hook(args.gradients, args.backend)
+    if hook is not None:
+        net.register_comm_hook(None, hook)
     losses, rate = train(net, train_data, args, rank, world)
     with torch.no_grad():
         accuracy = (net(test_x).argmax(1) == test_y).float().mean().item()
     job = getattr(dist.distributed_c10d._get_default_group(), "job", None)
     if rank == 0:
-        print(f"{args.backend}: {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
+        print(f"{args.backend} ({args.gradients} gradients): {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
               f"test accuracy {accuracy:.3f}, {rate:.1f} iterations/s" +
               (f" (ATP job {job})" if job is not None else ""))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"backend": args.backend, "losses": losses, "iterations_per_s": rate,
-                           "test_accuracy": accuracy, "job": job, "world": world}, f)
+                           "test_accuracy": accuracy, "job": job, "world": world,
+                       "gradients": args.gradients}, f)
     # The model goes before the process group: torch 1.13 destroys DDP's reducer holding the
     # GIL, and the group's threads may need it to finish (examples/train.py has the details).
     del net

@@ -437,6 +437,10 @@ def main(argv=None):
     train.add_argument("--epochs", type=int, default=1, help="23 steps each")
     train.add_argument("--hidden", type=int, default=512,
                        help="the MLP's width: gradient bytes per step grow as its square")
+    train.add_argument("--gradients", choices=["float32", "float16", "bfloat16"],
+                       default="float32", help="the dtype DDP's buckets are summed in "
+                       "(float16, bfloat16: a compression hook; Gloo has no bfloat16 sum and runs "
+                       "float32 then)")
     train.add_argument("--values-per-packet", type=int, default=256, help="K")
     train.add_argument("--window", type=int, default=64)
     train.add_argument("--aggregators", type=int, default=1024, help="pool of each switch")

@@ -14,7 +14,9 @@ its `atp p4 agent`: the controller admits each launch's job on the P4 switch thr
 `atp switch`, and removes it when the job ends; Gloo's TCP crosses the same switch (one rack).
 
 Per job: iterations/s of both, their ratio, and the largest difference between the loss curves.
---hidden sets the model's width and so the gradient bytes per step (4 x (64 h + h^2 + 10 h)).
+--hidden sets the model's width and so the gradient bytes per step (4 x (64 h + h^2 + 10 h));
+--gradients float16 or bfloat16 sums DDP's buckets in half precision (a compression hook: half
+the bytes; this torch's Gloo has no bfloat16 sum, so Gloo then runs float32, the baseline).
 """
 import json
 import os
@@ -91,7 +93,7 @@ def launch_job(topo, args, backend, job, folder, env, log):
                    "--log_dir", os.path.join(folder, f"{backend}-job{job}-rank{k}"),
                    source_file("examples", "ddp_train.py"), "--backend", backend, "--json", report,
                    "--epochs", str(args.epochs), "--hidden", str(args.hidden),
-                   "--seed", str(job)]
+                   "--seed", str(job), "--gradients", args.gradients]
         worker_env = dict(env, ATP_RACK=f"rack{r}")
         processes.append(subprocess_in(topo.host(r, h), command, worker_env, log))
     return processes, report
@@ -174,10 +176,11 @@ def summarize(args, results):
         else:
             ok = False
         jobs.append(entry)
-    gradient_bytes = 4 * (64 * args.hidden + args.hidden + args.hidden * args.hidden + args.hidden
+    gradient_bytes = (4 if args.gradients == "float32" else 2) * (64 * args.hidden + args.hidden + args.hidden * args.hidden + args.hidden
                           + 10 * args.hidden + 10)
     record = {"racks": args.racks, "workers": args.workers, "jobs": args.jobs,
               "rate_mbit": args.rate_mbit, "epochs": args.epochs, "hidden": args.hidden,
+              "gradients": args.gradients,
               "gradient_bytes_per_step": gradient_bytes, "values_per_packet": args.values_per_packet,
               "switch": args.switch, "cpu_s": {b: results[b][1] for b in results}, "per_job": jobs,
               "ok": ok}
@@ -189,7 +192,8 @@ def summarize(args, results):
 def print_summary(record):
     print(f"DDP under torchrun: {record['jobs']} job(s) x {record['workers']} workers, "
           f"{record['racks']} rack(s), {record['rate_mbit']} Mbit/s links, "
-          f"{record['gradient_bytes_per_step'] / 1e6:.2f} MB of gradients per step")
+          f"{record['gradient_bytes_per_step'] / 1e6:.2f} MB of {record['gradients']} gradients "
+          f"per step")
     for j in record["per_job"]:
         if "atp_vs_gloo" not in j:
             print(f"  job {j['job']}: failed: ATP {j['atp'].get('error', 'ok')}; "

@@ -18,6 +18,7 @@ import dataclasses
 import os
 from typing import Optional
 
+import torch
 import torch.distributed as dist
 
 from . import _c10d
@@ -113,6 +114,21 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
                                 wait_all_ranks=wait_all_ranks)
 
 
+def bfloat16_compress_hook(process_group, bucket):
+    """torch's bf16_compress_hook, step for step (each bucket divided by the world size in
+    bfloat16 and summed, then widened back), for DDP's register_comm_hook: torch 1.13 refuses to
+    register its own without CUDA 11 and NCCL 2.10 (and any hook of that name: hence this
+    one's). On an "atp" group the bfloat16 bucket goes
+    through the network as itself; this torch's Gloo has no bfloat16 sum."""
+    group = process_group if process_group is not None else dist.group.WORLD
+    compressed = bucket.buffer().to(torch.bfloat16).div_(dist.get_world_size(group))
+    future = dist.all_reduce(compressed, group=group, async_op=True).get_future()
+
+    def decompress(fut):
+        return bucket.buffer().copy_(fut.value()[0])
+    return future.then(decompress)
+
+
 if "ATP" not in dist.Backend._plugins:
     dist.Backend.register_backend("atp", _create, extended_api=True)
     dist.destroy_process_group = destroy_process_group
@@ -120,4 +136,5 @@ if "ATP" not in dist.Backend._plugins:
     dist.monitored_barrier = monitored_barrier
     dist.distributed_c10d.monitored_barrier = monitored_barrier
 
-__all__ = ["Options", "ProcessGroupATP", "destroy_process_group", "monitored_barrier"]
+__all__ = ["Options", "ProcessGroupATP", "bfloat16_compress_hook", "destroy_process_group",
+           "monitored_barrier"]

@@ -112,21 +112,11 @@ def reductions(rank, size, gloo):
     return report
 
 
-def bf16_compress(process_group, bucket):
-    """torch's bf16_compress_hook, step for step: torch 1.13's DDP refuses to register its own
-    without CUDA 11 and NCCL 2.10."""
-    compressed = bucket.buffer().to(torch.bfloat16).div_(process_group.size())
-    future = dist.all_reduce(compressed, group=process_group, async_op=True).get_future()
-
-    def decompress(fut):
-        return bucket.buffer().copy_(fut.value()[0])
-    return future.then(decompress)
-
-
 def train(rank, group, hook, steps=8):
     """Losses of a small model trained by DDP over `group` with communication hook `hook`."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-    hooks = {"fp16_compress_hook": default_hooks.fp16_compress_hook, "bf16_compress": bf16_compress}
+    hooks = {"fp16_compress_hook": default_hooks.fp16_compress_hook,
+             "bf16_compress": atp.distributed.bfloat16_compress_hook}
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
     ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group, bucket_cap_mb=0.001)
