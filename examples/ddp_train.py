@@ -7,7 +7,8 @@
 The script is what any DDP script is: `init_process_group(backend)`, `DistributedDataParallel`,
 a training loop. With `--backend atp` (import atp.distributed registers it) DDP's gradient
 buckets are summed by ATP; with `--backend gloo` by Gloo's ring. Rank 0 prints the losses and
-iterations/s and writes them to --json. examples/torchrun_jobs.py runs two such jobs at once
+iterations/s and writes them to --json. `--sharded` trains FSDP's way instead of DDP's
+(examples/sharded_optimizer.py: reduce-scatter, shard update, all-gather). examples/torchrun_jobs.py runs two such jobs at once
 on one fabric and compares them with Gloo. (Debian's torchrun, torch 1.13 on Python 3.11,
 needs `--redirects 1 --tee 1`: without them it fails with "'NoneType' object has no attribute
 'get'".)
@@ -22,6 +23,7 @@ import torch.distributed as dist
 from sklearn.datasets import load_digits
 
 import atp.distributed  # noqa: F401  (registers the "atp" backend)
+from sharded_optimizer import ShardedOptimizer
 
 
 def dataset(seed):
@@ -41,11 +43,10 @@ def model(hidden, seed):
                                torch.nn.Linear(hidden, 10))
 
 
-def train(net, data, args, rank, world):
+def train(net, optimizer, data, args, rank, world):
     """SGD over `data` for args.epochs; each rank takes its slice of every global batch, so the
     average of the ranks' gradients is the whole batch's. Returns (losses, iterations/s)."""
     x, y = data
-    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
     losses = []
     steps_per_epoch = len(x) // args.batch
     dist.barrier()
@@ -85,6 +86,9 @@ def add_training_arguments(parser):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gradients", choices=["float32", "float16", "bfloat16"], default="float32",
                         help="the dtype DDP's buckets are summed in (a compression hook)")
+    parser.add_argument("--sharded", action="store_true",
+                        help="instead of DDP, FSDP's communication (examples/sharded_optimizer.py): "
+                        "gradients reduce-scattered, each rank updating its shard, shards all-gathered")
 
 
 def main():
@@ -93,27 +97,38 @@ def main():
     parser.add_argument("--json", metavar="FILE", help="rank 0 writes its report here")
     add_training_arguments(parser)
     args = parser.parse_args()
+    if args.sharded and args.gradients != "float32":
+        parser.error("--sharded sums float32 gradients (--gradients is DDP's compression hook)")
     torch.set_num_threads(1)
     dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     train_data, (test_x, test_y) = dataset(args.seed)
-    net = torch.nn.parallel.DistributedDataParallel(model(args.hidden, args.seed))
-    hook = compression_hook(args.gradients, args.backend)
-    if hook is not None:
-        net.register_comm_hook(None, hook)
-    losses, rate = train(net, train_data, args, rank, world)
+    if args.sharded:  # FSDP's communication: reduce-scatter, shard update, all-gather
+        net = model(args.hidden, args.seed)
+        optimizer = ShardedOptimizer(net, args.lr, 0.9, args.backend)
+    else:
+        net = torch.nn.parallel.DistributedDataParallel(model(args.hidden, args.seed))
+        hook = compression_hook(args.gradients, args.backend)
+        if hook is not None:
+            net.register_comm_hook(None, hook)
+        optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
+    losses, rate = train(net, optimizer, train_data, args, rank, world)
     with torch.no_grad():
         accuracy = (net(test_x).argmax(1) == test_y).float().mean().item()
-    job = getattr(dist.distributed_c10d._get_default_group(), "job", None)
+    group = dist.distributed_c10d._get_default_group()
+    job = getattr(group, "job", None)
+    # Per call kind and dtype, the calls and bytes through ATP and through Gloo ("atp" only).
+    traffic = group.traffic() if hasattr(group, "traffic") else None
     if rank == 0:
-        print(f"{args.backend} ({args.gradients} gradients): {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
+        kind = "sharded" if args.sharded else f"{args.gradients} gradients"
+        print(f"{args.backend} ({kind}): {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
               f"test accuracy {accuracy:.3f}, {rate:.1f} iterations/s" +
               (f" (ATP job {job})" if job is not None else ""))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"backend": args.backend, "losses": losses, "iterations_per_s": rate,
                            "test_accuracy": accuracy, "job": job, "world": world,
-                       "gradients": args.gradients}, f)
+                       "gradients": args.gradients, "sharded": args.sharded, "traffic": traffic}, f)
     # The model goes before the process group: torch 1.13 destroys DDP's reducer holding the
     # GIL, and the group's threads may need it to finish (examples/train.py has the details).
     del net

@@ -441,6 +441,9 @@ def main(argv=None):
                        default="float32", help="the dtype DDP's buckets are summed in "
                        "(float16, bfloat16: a compression hook; Gloo has no bfloat16 sum and runs "
                        "float32 then)")
+    train.add_argument("--sharded", action="store_true",
+                       help="FSDP's communication instead of DDP's: gradients reduce-scattered, "
+                       "each rank updating its shard, shards all-gathered")
     train.add_argument("--values-per-packet", type=int, default=256, help="K")
     train.add_argument("--window", type=int, default=64)
     train.add_argument("--aggregators", type=int, default=1024, help="pool of each switch")

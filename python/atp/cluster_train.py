@@ -16,7 +16,10 @@ its `atp p4 agent`: the controller admits each launch's job on the P4 switch thr
 Per job: iterations/s of both, their ratio, and the largest difference between the loss curves.
 --hidden sets the model's width and so the gradient bytes per step (4 x (64 h + h^2 + 10 h));
 --gradients float16 or bfloat16 sums DDP's buckets in half precision (a compression hook: half
-the bytes; this torch's Gloo has no bfloat16 sum, so Gloo then runs float32, the baseline).
+the bytes; this torch's Gloo has no bfloat16 sum, so Gloo then runs float32, the baseline);
+--sharded trains FSDP's way (examples/sharded_optimizer.py: gradients reduce-scattered through
+ATP, each rank updating its shard, shards all-gathered; Gloo, with no flat reduce-scatter,
+allreduces and slices).
 """
 import json
 import os
@@ -93,7 +96,8 @@ def launch_job(topo, args, backend, job, folder, env, log):
                    "--log_dir", os.path.join(folder, f"{backend}-job{job}-rank{k}"),
                    source_file("examples", "ddp_train.py"), "--backend", backend, "--json", report,
                    "--epochs", str(args.epochs), "--hidden", str(args.hidden),
-                   "--seed", str(job), "--gradients", args.gradients]
+                   "--seed", str(job), "--gradients", args.gradients] + \
+                  (["--sharded"] if args.sharded else [])
         worker_env = dict(env, ATP_RACK=f"rack{r}")
         processes.append(subprocess_in(topo.host(r, h), command, worker_env, log))
     return processes, report
@@ -180,7 +184,7 @@ def summarize(args, results):
                           + 10 * args.hidden + 10)
     record = {"racks": args.racks, "workers": args.workers, "jobs": args.jobs,
               "rate_mbit": args.rate_mbit, "epochs": args.epochs, "hidden": args.hidden,
-              "gradients": args.gradients,
+              "gradients": args.gradients, "sharded": args.sharded,
               "gradient_bytes_per_step": gradient_bytes, "values_per_packet": args.values_per_packet,
               "switch": args.switch, "cpu_s": {b: results[b][1] for b in results}, "per_job": jobs,
               "ok": ok}
@@ -193,7 +197,7 @@ def print_summary(record):
     print(f"DDP under torchrun: {record['jobs']} job(s) x {record['workers']} workers, "
           f"{record['racks']} rack(s), {record['rate_mbit']} Mbit/s links, "
           f"{record['gradient_bytes_per_step'] / 1e6:.2f} MB of {record['gradients']} gradients "
-          f"per step")
+          f"per step" + (", sharded (reduce-scatter, all-gather)" if record["sharded"] else ""))
     for j in record["per_job"]:
         if "atp_vs_gloo" not in j:
             print(f"  job {j['job']}: failed: ATP {j['atp'].get('error', 'ok')}; "

@@ -99,6 +99,31 @@ class ClusterSmoke(unittest.TestCase):
         self.assertEqual(job["atp"]["gradients"], "bfloat16")
         self.assertLess(job["largest_loss_difference"], 1e-3)
 
+    def test_sharded_training_reduce_scatters_through_atp(self):
+        """`atp cluster train --sharded`: FSDP's communication (reduce-scatter, shard update,
+        all-gather); every reduce-scatter goes through ATP, and the losses equal Gloo's
+        (allreduce and slice) within float32 rounding."""
+        try:
+            import torch  # noqa: F401
+            from atp import _c10d  # noqa: F401
+        except ImportError as e:
+            self.skipTest(f"the torch backend is not built ({e})")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "report.json")
+            run = subprocess.run([ATP, "cluster", "train", "--workers", "2", "--rate-mbit", "100",
+                                  "--hidden", "128", "--sharded", "--json", out],
+                                 capture_output=True, text=True, timeout=600)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            with open(out) as f:
+                report = json.load(f)
+        self.assertTrue(report["ok"])
+        job = report["per_job"][0]
+        self.assertTrue(job["atp"]["sharded"])
+        self.assertLess(job["largest_loss_difference"], 1e-3)
+        scattered = job["atp"]["traffic"]["_reduce_scatter_base Float"]
+        self.assertEqual(scattered["atp_calls"], len(job["atp"]["losses"]))  # one a step
+        self.assertEqual(scattered["gloo_calls"], 0)
+
     def test_the_aggregator_window_reaches_the_workers_and_stays_exact(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "report.json")
