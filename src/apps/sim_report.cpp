@@ -69,6 +69,8 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
         {"timeouts", j.workers.timeouts},
         {"fast_resends", j.workers.fast_resends},
         {"probes", j.workers.probes},
+        {"ecn_marks", j.workers.ecn_marks},
+        {"window_cuts", j.workers.window_cuts},
         {"deferred_gaps", j.workers.deferred_gaps},
         {"result_queries", j.workers.result_queries},
         {"lost_down_queries", j.workers.lost_down_queries},
