@@ -14,7 +14,9 @@ second of each, and exits non-zero if the curves differ by more than --tolerance
 import argparse
 import gc
 import json
+import queue
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -37,7 +39,8 @@ def worker(backend, job, rank, args, cluster_file, port, results):
     if backend == "atp":
         comm = atp.torch.init(cluster_file, job, rank)
         net.register_comm_hook(atp.torch.HookState(comm), atp.torch.allreduce_hook)
-    losses, rate = ddp_train.train(net, train_data, args, rank, args.workers)
+    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
+    losses, rate = ddp_train.train(net, optimizer, train_data, args, rank, args.workers)
     with torch.no_grad():
         accuracy = (net(test_x).argmax(1) == test_y).float().mean().item()
     if rank == 0:
@@ -49,6 +52,23 @@ def worker(backend, job, rank, args, cluster_file, port, results):
     del net
     gc.collect()
     dist.destroy_process_group()
+
+
+def reports_of(results, procs, count, timeout, backend):
+    """`count` reports from `results`; a worker that died first (its job's report would never
+    come) or the timeout ends the wait at once, with the reason."""
+    deadline = time.monotonic() + timeout
+    for _ in range(count):
+        while True:
+            try:
+                yield results.get(timeout=0.5)
+                break
+            except queue.Empty:
+                failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if failed:
+                    raise RuntimeError(f"{backend}: a worker exited with {failed[0]}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{backend}: no report within {timeout:.0f} s")
 
 
 def run(backend, args, cluster_file):
@@ -63,9 +83,13 @@ def run(backend, args, cluster_file):
             p.start()
             procs.append(p)
     reports = {}
-    for _ in range(args.jobs):
-        r = results.get(timeout=args.timeout)
-        reports[r["job"]] = r
+    try:
+        for r in reports_of(results, procs, args.jobs, args.timeout, backend):
+            reports[r["job"]] = r
+    except BaseException:
+        for p in procs:
+            p.terminate()
+        raise
     for p in procs:
         p.join(timeout=args.timeout)
         if p.exitcode != 0:
