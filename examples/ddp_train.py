@@ -128,7 +128,8 @@ def main():
             with open(args.json, "w") as f:
                 json.dump({"backend": args.backend, "losses": losses, "iterations_per_s": rate,
                            "test_accuracy": accuracy, "job": job, "world": world,
-                       "gradients": args.gradients, "sharded": args.sharded, "traffic": traffic}, f)
+                           "gradients": args.gradients, "sharded": args.sharded,
+                           "traffic": traffic}, f)
     # The model goes before the process group: torch 1.13 destroys DDP's reducer holding the
     # GIL, and the group's threads may need it to finish (examples/train.py has the details).
     del net
