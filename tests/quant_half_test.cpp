@@ -101,7 +101,8 @@ TEST_P(HalfPrecision, EveryValueQuantizesAsItsFloat32Widening) {
 
 TEST_P(HalfPrecision, ResultsAreTheFloat32ResultRoundedToNearestEven) {
   std::mt19937 random(7);
-  for (float scale : {1.0f, 1024.0f, 1.0f / 64}) {
+  // 2^26: results down to 2^-26, through float16's subnormals (steps of 2^-24) and their ties.
+  for (float scale : {1.0f, 1024.0f, 1.0f / 64, 67108864.0f}) {
     for (std::size_t n : {1, 5, 8, 16, 23, 64, 257}) {
       std::vector<std::uint8_t> wire(4 * n);
       std::vector<std::int32_t> q(n);

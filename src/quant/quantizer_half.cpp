@@ -1,5 +1,7 @@
 // Half-precision entry points: float16 and bfloat16 tensors quantized from and dequantized into
 // their own 16-bit values, through the scalar reference kernels here or the AVX2 ones.
+#include <cpuid.h>
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -12,13 +14,47 @@
 namespace atp::quant {
 namespace detail {
 
+// IEEE binary16 by its fields (clang 14, which builds the fuzzers, has no _Float16 on x86).
+// Every half is a float exactly; a NaN keeps its payload and comes back quiet, as vcvtph2ps
+// makes it.
 float widen_half(bool brain, std::uint16_t bits) {
   if (brain) return std::bit_cast<float>(std::uint32_t{bits} << 16);
-  return static_cast<float>(std::bit_cast<_Float16>(bits));  // exact: every half is a float
+  const std::uint32_t sign = std::uint32_t{bits & 0x8000u} << 16;
+  const std::uint32_t exponent = (bits >> 10) & 0x1Fu, mantissa = bits & 0x3FFu;
+  if (exponent == 0x1F)
+    return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13) | (mantissa ? 0x400000u : 0));
+  if (exponent == 0) {  // zero or subnormal: mantissa x 2^-24
+    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
+    return sign ? -magnitude : magnitude;
+  }
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
+namespace {
+
+// float -> binary16, to nearest even, as vcvtps2ph under _MM_FROUND_TO_NEAREST_INT.
+std::uint16_t narrow_to_float16(float value) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
+  if (magnitude > 0x7F800000u)  // NaN: quiet, the payload's top bits kept
+    return static_cast<std::uint16_t>(sign | 0x7E00u | ((magnitude >> 13) & 0x3FFu));
+  if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and up round to infinity
+  if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal half (or the least normal)
+    // x 2^24 is exact; rounding it to an integer is rounding to the subnormal step.
+    const float steps = std::nearbyint(std::bit_cast<float>(magnitude) * 0x1p24f);
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(steps));
+  }
+  // Rebias the exponent (127 -> 15) and round the 13 bits dropped to nearest even; a carry
+  // into the exponent is the right rounding too.
+  const std::uint32_t rounded = magnitude + 0xFFFu + ((magnitude >> 13) & 1u);
+  return static_cast<std::uint16_t>(sign | ((rounded >> 13) - (112u << 10)));
+}
+
+}  // namespace
+
 std::uint16_t narrow_to_half(bool brain, float value) {
-  if (!brain) return std::bit_cast<std::uint16_t>(static_cast<_Float16>(value));  // nearest even
+  if (!brain) return narrow_to_float16(value);
   if (std::isnan(value)) return 0x7FC0;
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
   // Round to nearest even on the 16 bits dropped; a carry into the exponent is the right
@@ -48,9 +84,11 @@ void dequantize_half_scalar(bool brain, const std::uint8_t* in, std::size_t n, f
 namespace {
 
 bool half_kernels_run(Isa isa) {
+  // CPUID leaf 1 (clang 14's __builtin_cpu_supports does not know "f16c"); the AVX state the
+  // OS must save is checked with the AVX2 support below.
   static const bool f16c = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("f16c") != 0;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   }();
   return isa != Isa::scalar && supported(isa) && f16c;
 }
