@@ -12,17 +12,35 @@ namespace atp::workload {
 namespace {
 
 // Value i is splitmix64 of key + i (a counter hashed per value: cheaper than a generator step,
-// and as reproducible), its top 24 bits mapped to [-1, 1) exactly, times `magnitude`. Cloned for
-// AVX-512, where eight values' 64-bit multiplies are one instruction each: this loop was 13 % of
-// a contended, lossy simulation (perf, scenario seed 1051), every worker and the verifier filling
-// every gradient. Every clone computes the same IEEE values.
-__attribute__((target_clones("arch=x86-64-v4", "default"))) void fill_hashed(
-    std::uint64_t key, float magnitude, float* out, std::size_t n) {
+// and as reproducible), its top 24 bits mapped to [-1, 1) exactly, times `magnitude`.
+[[gnu::always_inline]] inline void fill_hashed_values(std::uint64_t key, float magnitude,
+                                                      float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     std::uint64_t x = key + i;
     const std::uint64_t bits = splitmix64(x);
     out[i] = (static_cast<float>(bits >> 40) * 0x1.0p-23f - 1.0f) * magnitude;
   }
+}
+
+// The same loop compiled for AVX-512, where eight values' 64-bit multiplies are one
+// instruction each: it was 13 % of a contended, lossy simulation (perf, scenario seed 1051),
+// every worker and the verifier filling every gradient. A target attribute and a run-time
+// check, as the quantizer's kernels (an ifunc, target_clones, crashed ThreadSanitizer's
+// binaries before its runtime was up). Every path computes the same IEEE values.
+__attribute__((target("avx512f,avx512dq,avx512vl"))) void fill_hashed_avx512(
+    std::uint64_t key, float magnitude, float* out, std::size_t n) {
+  fill_hashed_values(key, magnitude, out, n);
+}
+
+void fill_hashed(std::uint64_t key, float magnitude, float* out, std::size_t n) {
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  }();
+  if (avx512)
+    fill_hashed_avx512(key, magnitude, out, n);
+  else
+    fill_hashed_values(key, magnitude, out, n);
 }
 
 }  // namespace
