@@ -72,19 +72,31 @@ enum class Precision : std::uint8_t { float32, float16, bfloat16 };
 std::string_view to_string(Precision precision);
 std::size_t bytes_per_value(Precision precision);
 
-bool quantize_to_wire(Precision precision, const void* in, std::size_t n, float scale,
-                      std::int32_t max_magnitude, std::uint8_t* out);
-void dequantize_from_wire(Precision precision, const std::uint8_t* in, std::size_t n, float scale,
-                          void* out);
-// The float32 payloads of the overflow path, from and to values of `precision`.
-void floats_to_wire(Precision precision, const void* in, std::size_t n, std::uint8_t* out);
-void floats_from_wire(Precision precision, const std::uint8_t* in, std::size_t n, void* out);
-// The same two kernels on a chosen ISA (avx512 runs the AVX2 ones: a half-precision vector
-// is 8 values either way, and the tensor's bytes, not the arithmetic, set the pace).
+// On a chosen ISA (avx512 runs the AVX2 kernels: a half-precision vector is 8 values either
+// way, and the tensor's bytes, not the arithmetic, set the pace).
 bool quantize_to_wire(Isa isa, Precision precision, const void* in, std::size_t n, float scale,
                       std::int32_t max_magnitude, std::uint8_t* out);
 void dequantize_from_wire(Isa isa, Precision precision, const std::uint8_t* in, std::size_t n,
                           float scale, void* out);
+
+// On the best ISA. Inline, so that a float32 tensor goes straight to the float32 entry points:
+// the worker calls these for every fragment, and float32 is its common case.
+inline bool quantize_to_wire(Precision precision, const void* in, std::size_t n, float scale,
+                             std::int32_t max_magnitude, std::uint8_t* out) {
+  if (precision == Precision::float32) [[likely]]
+    return quantize_to_wire(static_cast<const float*>(in), n, scale, max_magnitude, out);
+  return quantize_to_wire(best_isa(), precision, in, n, scale, max_magnitude, out);
+}
+inline void dequantize_from_wire(Precision precision, const std::uint8_t* in, std::size_t n,
+                                 float scale, void* out) {
+  if (precision == Precision::float32) [[likely]]
+    return dequantize_from_wire(in, n, scale, static_cast<float*>(out));
+  dequantize_from_wire(best_isa(), precision, in, n, scale, out);
+}
+
+// The float32 payloads of the overflow path, from and to values of `precision`.
+void floats_to_wire(Precision precision, const void* in, std::size_t n, std::uint8_t* out);
+void floats_from_wire(Precision precision, const std::uint8_t* in, std::size_t n, void* out);
 
 // True if adding `workers` values of magnitude up to `max_abs` could leave int32.
 bool sum_may_overflow(std::int64_t max_abs, int workers);

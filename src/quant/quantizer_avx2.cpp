@@ -8,19 +8,11 @@
 
 #include <cstdint>
 
+#include "quant/avx2_lanes.h"
 #include "quant/kernels.h"
-
-#define ATP_AVX2 __attribute__((target("avx2")))
 
 namespace atp::quant::detail {
 namespace {
-
-// vpshufb control reversing the 4 bytes of every 32-bit lane (shuffles stay within 128-bit lanes,
-// which is all a 32-bit swap needs).
-ATP_AVX2 inline __m256i bswap32_control() {
-  return _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,  //
-                          3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
-}
 
 // Quantizes 8 floats to 8 big-endian int32 and returns the (host order) integers.
 //
@@ -94,9 +86,7 @@ ATP_AVX2 bool quantize_avx2(const float* in, std::size_t n, float scale,
     const __m256i q = quantize8_masked(in + i, first_lanes(n - i), scale_v, control, out + 4 * i);
     largest = _mm256_max_epu32(largest, _mm256_abs_epi32(q));
   }
-  const __m256i limit = _mm256_set1_epi32(max_magnitude);
-  const __m256i within = _mm256_cmpeq_epi32(_mm256_max_epu32(largest, limit), limit);
-  return _mm256_movemask_epi8(within) == -1;
+  return all_within(largest, max_magnitude);
 }
 
 ATP_AVX2 void dequantize_avx2(const std::uint8_t* in, std::size_t n, float scale, float* out) {

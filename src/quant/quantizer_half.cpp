@@ -132,20 +132,6 @@ void dequantize_from_wire(Isa isa, Precision precision, const std::uint8_t* in, 
     detail::dequantize_half_scalar(brain, in, n, scale, dst);
 }
 
-bool quantize_to_wire(Precision precision, const void* in, std::size_t n, float scale,
-                      std::int32_t max_magnitude, std::uint8_t* out) {
-  if (precision == Precision::float32)
-    return quantize_to_wire(static_cast<const float*>(in), n, scale, max_magnitude, out);
-  return quantize_to_wire(best_isa(), precision, in, n, scale, max_magnitude, out);
-}
-
-void dequantize_from_wire(Precision precision, const std::uint8_t* in, std::size_t n, float scale,
-                          void* out) {
-  if (precision == Precision::float32)
-    return dequantize_from_wire(in, n, scale, static_cast<float*>(out));
-  dequantize_from_wire(best_isa(), precision, in, n, scale, out);
-}
-
 // The overflow path is rare (a fragment with a value no scale can carry): one value at a time.
 void floats_to_wire(Precision precision, const void* in, std::size_t n, std::uint8_t* out) {
   if (precision == Precision::float32) return floats_to_wire(static_cast<const float*>(in), n, out);

@@ -6,17 +6,13 @@
 
 #include <cstring>
 
+#include "quant/avx2_lanes.h"
 #include "quant/kernels.h"
 
 #define ATP_HALF_AVX2 __attribute__((target("avx2,f16c")))
 
 namespace atp::quant::detail {
 namespace {
-
-ATP_HALF_AVX2 inline __m256i bswap32_control() {
-  return _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,  //
-                          3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
-}
 
 template <bool brain>
 ATP_HALF_AVX2 inline __m256 widen8(const std::uint16_t* in) {
@@ -78,9 +74,7 @@ ATP_HALF_AVX2 bool quantize_halves(const std::uint16_t* in, std::size_t n, float
     largest = _mm256_max_epu32(largest, quantize8<brain>(tail_in, scale_v, control, tail_out));
     std::memcpy(out + 4 * i, tail_out, 4 * (n - i));
   }
-  const __m256i limit = _mm256_set1_epi32(max_magnitude);
-  const __m256i within = _mm256_cmpeq_epi32(_mm256_max_epu32(largest, limit), limit);
-  return _mm256_movemask_epi8(within) == -1;
+  return all_within(largest, max_magnitude);
 }
 
 template <bool brain>

@@ -278,17 +278,6 @@ void Worker::send_new(Time now, Outbox& out) { fill_window(now, out); }
   sending_ = t;
 }
 
-// float32 straight to its kernels (the common case, without the precision dispatch's call).
-[[gnu::always_inline]] inline bool Worker::quantize_values(quant::Precision precision,
-                                                          const std::uint8_t* in,
-                                                          std::size_t count,
-                                                          std::uint8_t* values) const {
-  if (precision == quant::Precision::float32) [[likely]]
-    return quant::quantize_to_wire(reinterpret_cast<const float*>(in), count, config_.scale,
-                                   quant_limit_, values);
-  return quant::quantize_to_wire(precision, in, count, config_.scale, quant_limit_, values);
-}
-
 // transmit's body is inlined into fill_window (first sends) and here (resends, float switches).
 void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   write_fragment(now, f, resend, out);
@@ -305,7 +294,9 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
   // Values whose sum over the job's workers could leave int32 (or that are not finite) switch
   // this fragment to floats for good. The bound makes overflow a property of the inputs, never
   // of the order switches add them in, so every path gives the same result.
-  if (!f.float_mode && !quantize_values(t.precision, in, f.count, values)) f.float_mode = true;
+  if (!f.float_mode &&
+      !quant::quantize_to_wire(t.precision, in, f.count, config_.scale, quant_limit_, values))
+    f.float_mode = true;
   std::uint8_t flags = resend ? flag::kResend : 0;
   if (f.float_mode) {
     quant::floats_to_wire(t.precision, in, f.count, values);
@@ -387,8 +378,6 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
   prefetch_ahead<true>(dst, t.value_bytes * f.count);
   if (h.has(flag::kFloatPayload))
     quant::floats_from_wire(t.precision, values, f.count, dst);
-  else if (t.precision == quant::Precision::float32) [[likely]]
-    quant::dequantize_from_wire(values, f.count, config_.scale, reinterpret_cast<float*>(dst));
   else
     quant::dequantize_from_wire(t.precision, values, f.count, config_.scale, dst);
 

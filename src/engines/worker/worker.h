@@ -284,8 +284,6 @@ class Worker {
   }
   void transmit(Time now, Fragment& f, bool resend, Outbox& out);
   inline void write_fragment(Time now, Fragment& f, bool resend, Outbox& out);  // transmit's
-  inline bool quantize_values(quant::Precision precision, const std::uint8_t* in, std::size_t count,
-                              std::uint8_t* values) const;
   // Inline: the common case, an in-order answer to a fragment sent once, has nothing before
   // it to reveal, and costs no call.
   void detect_gaps(Time now, const Fragment& acked, std::uint16_t results_behind, Outbox& out) {
