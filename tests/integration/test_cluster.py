@@ -53,9 +53,9 @@ class ClusterSmoke(unittest.TestCase):
         listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         self.assertNotIn(topology.PREFIX, listing)  # torn down
 
-    def test_ddp_under_torchrun_on_two_racks_matches_gloo(self):
-        """`atp cluster train`: the torch backend's jobs admitted by a controller in a switch
-        namespace, one torchrun per host across two racks; losses equal to Gloo's."""
+    def run_train(self, *extra):
+        """`atp cluster train` of small jobs (2 workers, 100 Mbit/s, --hidden 128); its report.
+        Skips where the torch backend is not built."""
         try:
             import torch  # noqa: F401
             from atp import _c10d  # noqa: F401
@@ -63,12 +63,17 @@ class ClusterSmoke(unittest.TestCase):
             self.skipTest(f"the torch backend is not built ({e})")
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "report.json")
-            run = subprocess.run([ATP, "cluster", "train", "--racks", "2", "--workers", "2",
-                                  "--jobs", "2", "--rate-mbit", "100", "--hidden", "128",
-                                  "--json", out], capture_output=True, text=True, timeout=600)
+            run = subprocess.run([ATP, "cluster", "train", "--workers", "2", "--rate-mbit", "100",
+                                  "--hidden", "128", "--json", out, *extra],
+                                 capture_output=True, text=True, timeout=600)
             self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
             with open(out) as f:
-                report = json.load(f)
+                return json.load(f)
+
+    def test_ddp_under_torchrun_on_two_racks_matches_gloo(self):
+        """`atp cluster train`: the torch backend's jobs admitted by a controller in a switch
+        namespace, one torchrun per host across two racks; losses equal to Gloo's."""
+        report = self.run_train("--racks", "2", "--jobs", "2")
         self.assertTrue(report["ok"])
         self.assertEqual(len(report["per_job"]), 2)
         for job in report["per_job"]:
@@ -81,19 +86,7 @@ class ClusterSmoke(unittest.TestCase):
         """`atp cluster train --gradients bfloat16`: DDP's buckets compressed to bfloat16 go
         through ATP (this torch's Gloo cannot sum them, and runs float32); the loss curves agree
         within bfloat16's rounding."""
-        try:
-            import torch  # noqa: F401
-            from atp import _c10d  # noqa: F401
-        except ImportError as e:
-            self.skipTest(f"the torch backend is not built ({e})")
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "report.json")
-            run = subprocess.run([ATP, "cluster", "train", "--workers", "2", "--rate-mbit", "100",
-                                  "--hidden", "128", "--gradients", "bfloat16", "--json", out],
-                                 capture_output=True, text=True, timeout=600)
-            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
-            with open(out) as f:
-                report = json.load(f)
+        report = self.run_train("--gradients", "bfloat16")
         self.assertTrue(report["ok"])
         job = report["per_job"][0]
         self.assertEqual(job["atp"]["gradients"], "bfloat16")
@@ -103,19 +96,7 @@ class ClusterSmoke(unittest.TestCase):
         """`atp cluster train --sharded`: FSDP's communication (reduce-scatter, shard update,
         all-gather); every reduce-scatter goes through ATP, and the losses equal Gloo's
         (allreduce and slice) within float32 rounding."""
-        try:
-            import torch  # noqa: F401
-            from atp import _c10d  # noqa: F401
-        except ImportError as e:
-            self.skipTest(f"the torch backend is not built ({e})")
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "report.json")
-            run = subprocess.run([ATP, "cluster", "train", "--workers", "2", "--rate-mbit", "100",
-                                  "--hidden", "128", "--sharded", "--json", out],
-                                 capture_output=True, text=True, timeout=600)
-            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
-            with open(out) as f:
-                report = json.load(f)
+        report = self.run_train("--sharded")
         self.assertTrue(report["ok"])
         job = report["per_job"][0]
         self.assertTrue(job["atp"]["sharded"])
