@@ -73,7 +73,6 @@ def compression_hook(gradients, backend):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         return default_hooks.fp16_compress_hook
     if gradients == "bfloat16" and backend != "gloo":
-        import atp.distributed
         return atp.distributed.bfloat16_compress_hook
     return None
 

@@ -508,6 +508,8 @@ def main(argv=None):
         if args.command == "train":
             if args.racks < 1 or args.workers < args.racks or args.jobs < 1 or args.epochs < 1:
                 parser.error("need racks >= 1, workers >= racks, jobs >= 1, epochs >= 1")
+            if args.sharded and args.gradients != "float32":
+                parser.error("--sharded sums float32 gradients (--gradients is DDP's compression hook)")
             return cluster_train.train(args)
         if args.racks < 1 or args.workers < args.racks or args.jobs < 1 or args.floats < 1:
             parser.error("need racks >= 1, workers >= racks, jobs >= 1, floats >= 1")
