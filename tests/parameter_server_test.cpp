@@ -117,40 +117,64 @@ TEST_F(ParameterServerTest, LatePacketGetsTheResultAgain) {
   EXPECT_EQ(counters().late_results, 1u);
 }
 
-// The switches multicast a kept result to every worker, so one copy answers every late asker
-// whose ask arrives after it left (a rack that lost the result on its link, every worker timing
-// out at once): sent once more, not once per asker. A worker asking again after that copy lost
-// it too, and gets another; so does a query.
-TEST_F(ParameterServerTest, OneCopyOfAKeptResultAnswersEveryLateAsker) {
+// A late copy for one worker is addressed to it alone (the switches send it down its path
+// only). The seq's recovery lead asks for every worker (the others wait for it), as do several
+// askers at once: their copy goes to every worker and answers every later asker too, until one
+// asks again (that copy was lost on its way to it as well).
+TEST_F(ParameterServerTest, ALateCopyGoesToItsAskerAloneUnlessTheLeadOrSeveralAsk) {
   PacketSpec all = rack_sum(0, {3});
   all.racks = 0b11;
-  send(all);
-  sent();
-  auto late = [&](std::uint8_t rack, std::uint8_t worker) {
-    PacketSpec p = single(rack, worker, {1});
+  send(all);  // seq 0, whose recovery lead is rack 0's worker 0 (recovery_lead.h)
+  ASSERT_EQ(header_of(sent().at(0)).workers_bitmap, 0u);  // the result itself: everyone's
+  auto late = [&](std::uint8_t rack, std::uint32_t workers, std::uint32_t seq = 0) {
+    PacketSpec p = single(rack, 0, {1});
+    p.workers = workers;
+    p.seq = seq;
     p.flags = flag::kResend;
     send(p);
-    return sent().size();
+    return sent();
   };
-  EXPECT_EQ(late(1, 0), 1u);
-  EXPECT_EQ(late(1, 1), 0u);  // the copy for rack 1's worker 0 reaches it too
-  EXPECT_EQ(late(1, 2), 0u);
-  EXPECT_EQ(late(1, 1), 1u);  // asking again: that copy was lost on its way
-  PacketSpec q = single(0, 0, {});
+  auto copy = late(1, 0b001);
+  ASSERT_EQ(copy.size(), 1u);
+  proto::Header h;
+  ASSERT_EQ(proto::decode(copy[0], h), proto::DecodeError::ok);
+  EXPECT_TRUE(h.is_addressed_result());
+  EXPECT_EQ(h.rack, 1);
+  EXPECT_EQ(h.workers_bitmap, 0b001u);
+  EXPECT_EQ(h.rack_fan_in, 3);  // rack 1's, so that the bitmap decodes
+  EXPECT_EQ(values_of(copy[0])[0], 3);
+  copy = late(1, 0b010);  // another asker: its own copy, the first went to worker 0 only
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(header_of(copy[0]).workers_bitmap, 0b010u);
+  copy = late(0, 0b01);  // the lead: one copy to all
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(header_of(copy[0]).workers_bitmap, 0u);
+  EXPECT_TRUE(late(1, 0b100).empty());  // covered by the copy to all just sent
+  copy = late(1, 0b001);                // asking again: it lost that copy too
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(header_of(copy[0]).workers_bitmap, 0b001u);
+  PacketSpec q = single(1, 1, {});
   q.kind = proto::Kind::query;
-  send(q);
-  EXPECT_TRUE(sent().empty());  // covered by the copy just sent
-  send(q);
-  EXPECT_EQ(sent().size(), 1u);
-  EXPECT_EQ(counters().late_results, 2u);
+  send(q);  // a query is answered the same way
+  copy = sent();
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(header_of(copy[0]).workers_bitmap, 0b010u);
+  EXPECT_EQ(counters().late_results, 4u);
   EXPECT_EQ(counters().answered_queries, 1u);
-  EXPECT_EQ(counters().late_asks_covered, 3u);
+  EXPECT_EQ(counters().late_asks_covered, 1u);
+
+  all.seq = 1;
+  send(all);
+  sent();
+  copy = late(1, 0b011, 1);  // two at once (a flush of part of rack 1): one copy to all
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(header_of(copy[0]).workers_bitmap, 0u);
 }
 
-// A query is 44 bytes and its answer a kept result multicast to the job's members: a member
-// asking without end drew 20x its bytes out of the fabric (issue 49 item 1). Each worker's
-// answers are budgeted (4 rings at once, refilled at 4 rings per 50 ms); another worker's
-// queries are taken all the same.
+// A query is 44 bytes and its answer a kept result (multicast to the job's members until late
+// copies were addressed): a member asking without end drew 20x its bytes out of the fabric
+// (issue 49 item 1). Each worker's answers are budgeted (4 rings at once, refilled at 4 rings
+// per 50 ms); another worker's queries are taken all the same.
 TEST_F(ParameterServerTest, AnswersToOneWorkersQueriesAreBudgeted) {
   PacketSpec all = rack_sum(0, {3});
   all.racks = 0b11;
@@ -167,7 +191,9 @@ TEST_F(ParameterServerTest, AnswersToOneWorkersQueriesAreBudgeted) {
   for (int k = 0; k < 100; ++k) answered += ask(0, 0, kSecond);
   EXPECT_EQ(answered, 16u);  // 4 rings of 4
   EXPECT_EQ(counters().queries_over_budget, 84u);
-  ask(1, 2, kSecond);  // another worker: within its own budget (the last copy covers it)
+  // Another worker: within its own budget (worker 0 of rack 0 leads seq 0, so its copies went
+  // to every worker, the last one covering this ask).
+  ask(1, 2, kSecond);
   EXPECT_EQ(counters().queries_over_budget, 84u);
   EXPECT_EQ(counters().late_asks_covered, 1u);
   EXPECT_EQ(ask(0, 0, kSecond + 25 * kMillisecond), 1u);  // half a period refilled half

@@ -220,6 +220,29 @@ TEST(Header, HandshakePacketsNameOneWorkerAndCarryNothingElse) {
   EXPECT_EQ(decode(encode_packet(flagged), d), DecodeError::bad_flags);
 }
 
+// A result names every worker (no bit) or one (a late copy for its asker); a resend request
+// may name several.
+TEST(Header, AResultNamesNoWorkerOrOne) {
+  Header r = sample_fragment();
+  r.flags = flag::kResult;
+  r.racks_bitmap = 0;
+  r.workers_bitmap = 0;
+  r.rack_fan_in = 4;
+  Header d;
+  ASSERT_EQ(decode(encode_packet(r), d), DecodeError::ok);
+  EXPECT_FALSE(d.is_addressed_result());
+  r.workers_bitmap = 1u << 3;
+  ASSERT_EQ(decode(encode_packet(r), d), DecodeError::ok);
+  EXPECT_TRUE(d.is_addressed_result());
+  r.workers_bitmap = 0b101;
+  EXPECT_EQ(decode(encode_packet(r), d), DecodeError::bad_bitmap);
+  r.flags = flag::kFloatRequest;
+  r.value_count = 0;
+  ASSERT_EQ(decode(encode_packet(r), d), DecodeError::ok);
+  EXPECT_TRUE(d.is_resend_request());
+  EXPECT_FALSE(d.is_addressed_result());
+}
+
 // A worker's result query: upward, for one worker, no flags and no values, like a join.
 TEST(Header, AResultQueryNamesOneWorkerAndCarriesNothingElse) {
   Header q = sample_fragment();

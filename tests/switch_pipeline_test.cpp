@@ -327,6 +327,30 @@ TEST_F(RackSwitch, ResultFreesOwnedAggregatorAndFansOut) {
   EXPECT_EQ(counters().results_sent, 1u);
 }
 
+// A late copy for one worker (protocol.md §4) frees what a result frees and goes down to that
+// worker's port alone; naming a worker the switch has no port for, it is malformed.
+TEST_F(RackSwitch, AResultNamingOneWorkerFreesTheAggregatorAndGoesToThatWorkerOnly) {
+  auto a = make_packet(worker(0, {1, 2, 3}));
+  run(a);
+  PacketSpec r;
+  r.flags = flag::kResult;
+  r.values = {5, 5, 5};
+  r.workers = 1u << 2;
+  r.rack_fan_in = 4;
+  auto p = make_packet(r);
+  const auto sent = p;
+  const Verdict f = run(p);
+  ASSERT_EQ(f.action, Action::port);
+  EXPECT_EQ(f.port, kWorkers[2]);
+  EXPECT_EQ(p, sent);  // untouched
+  EXPECT_FALSE(agg().valid());
+  EXPECT_EQ(counters().results_sent, 1u);
+  r.workers = 1u << 3;  // no port for a fourth worker
+  auto stray = make_packet(r);
+  EXPECT_EQ(run(stray).action, Action::drop);
+  EXPECT_EQ(switch_counters().malformed, 1u);
+}
+
 // The run handshake passes untouched, even where its fields name a held aggregator.
 TEST_F(RackSwitch, HandshakePassesWithoutTouchingAnyAggregator) {
   auto a = make_packet(worker(0, {1, 2, 3}));
@@ -613,6 +637,21 @@ TEST_F(SpineSwitch, ResultFansOutToTheJobsRacks) {
   const Verdict f = run(p);
   ASSERT_EQ(f.action, Action::multicast);
   EXPECT_EQ(group_of(f), kRacks);
+  EXPECT_FALSE(agg(5).valid());
+}
+
+TEST_F(SpineSwitch, AResultNamingOneWorkerGoesToItsRackOnly) {
+  auto a = make_packet(rack_sum(0, {1, 2}));
+  run(a);
+  PacketSpec r = rack_sum(1, {9, 9});
+  r.flags = flag::kResult;
+  r.racks = 0;
+  r.rack_fan_in = 4;
+  r.workers = 1u << 3;
+  auto p = make_packet(r);
+  const Verdict f = run(p);
+  ASSERT_EQ(f.action, Action::port);
+  EXPECT_EQ(f.port, kRacks[1]);
   EXPECT_FALSE(agg(5).valid());
 }
 

@@ -50,7 +50,7 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
             meta.bad_level : ternary;
             meta.bad_value_count : ternary;
             meta.bad_length : ternary;
-            meta.bad_handshake_worker : ternary;
+            meta.bad_one_worker : ternary;
             meta.bad_fan_in : ternary;
             meta.bad_rack : ternary;
             meta.bad_workers : ternary;
@@ -101,6 +101,8 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_FORGED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_MALFORMED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_JOINED, 0, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_MALFORMED);
+            // a late copy for one worker the switch has no member for
+            (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_FRAGMENT, 0, 1, _, FLAG_RESULT &&& FLAG_RESULT, _, _, _, _, _, 0, _, _, _) : refuse(STEP_DROP_MALFORMED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_JOIN, _, _, _, _, _, _, _, _, _, _, _, _, _) : take(CLASS_JOIN);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_JOINED, _, _, _, _, _, _, _, _, _, _, _, _, _) : take(CLASS_ANSWER);
             // a result query is the PS's alone, whatever level it names
@@ -165,8 +167,11 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
             }
         }
         // A resend request (a float request naming workers) frees nothing on its way down:
-        // the aggregator it names may hold a rack's partial sum the PS still needs.
-        if (meta.downward == 1 && meta.workers_zero == 0) { meta.has_index = 0; }
+        // the aggregator it names may hold a rack's partial sum the PS still needs. (A result
+        // naming a worker frees as every result does.)
+        if (meta.downward == 1 && meta.workers_zero == 0 && (hdr.atp.flags & FLAG_RESULT) == 0) {
+            meta.has_index = 0;
+        }
         classify.apply();
     }
 }

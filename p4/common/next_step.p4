@@ -33,22 +33,26 @@ control NextStep(inout headers_t hdr, inout atp_meta_t meta) {
             meta.owner : ternary;
             meta.missing : ternary;
             meta.duplicate : ternary;
+            meta.workers_zero : ternary;
+            hdr.atp.flags : ternary;
         }
         actions = { step; refused; }
         const default_action = refused();
         const entries = {
-            (CLASS_JOIN, _, _, _) : step(STEP_JOIN_UP);
-            (CLASS_ANSWER, _, _, _) : step(STEP_ANSWER_DOWN);
-            (CLASS_RESULT, _, _, _) : step(STEP_MULTICAST_DOWN);
-            (CLASS_PASS, _, _, _) : step(STEP_PASS_UP);
-            (CLASS_COLLIDE, _, _, _) : step(STEP_COLLIDE_UP);
-            (CLASS_FLUSH, SEQ_SAME, _, _) : step(STEP_FLUSH_UP);
-            (CLASS_FLUSH, _, _, _) : step(STEP_PASS_UP);
-            (CLASS_AGGREGATE, SEQ_OTHER, _, _) : step(STEP_COLLIDE_UP);
+            (CLASS_JOIN, _, _, _, _, _) : step(STEP_JOIN_UP);
+            (CLASS_ANSWER, _, _, _, _, _) : step(STEP_ANSWER_DOWN);
+            // a late copy for one worker (protocol.md §4): to that member alone
+            (CLASS_RESULT, _, _, _, 0, FLAG_RESULT &&& FLAG_RESULT) : step(STEP_ANSWER_DOWN);
+            (CLASS_RESULT, _, _, _, _, _) : step(STEP_MULTICAST_DOWN);
+            (CLASS_PASS, _, _, _, _, _) : step(STEP_PASS_UP);
+            (CLASS_COLLIDE, _, _, _, _, _) : step(STEP_COLLIDE_UP);
+            (CLASS_FLUSH, SEQ_SAME, _, _, _, _) : step(STEP_FLUSH_UP);
+            (CLASS_FLUSH, _, _, _, _, _) : step(STEP_PASS_UP);
+            (CLASS_AGGREGATE, SEQ_OTHER, _, _, _, _) : step(STEP_COLLIDE_UP);
             // complete (a duplicate of a complete sum sends it again)
-            (CLASS_AGGREGATE, _, 0, _) : step(STEP_EMIT_SUM);
-            (CLASS_AGGREGATE, _, _, 1) : step(STEP_DROP_DUPLICATE);
-            (CLASS_AGGREGATE, _, _, _) : step(STEP_ABSORB);
+            (CLASS_AGGREGATE, _, 0, _, _, _) : step(STEP_EMIT_SUM);
+            (CLASS_AGGREGATE, _, _, 1, _, _) : step(STEP_DROP_DUPLICATE);
+            (CLASS_AGGREGATE, _, _, _, _, _) : step(STEP_ABSORB);
         }
         size = 16;
     }

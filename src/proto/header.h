@@ -121,6 +121,10 @@ struct Header {
   std::size_t packet_bytes() const { return kHeaderBytes + std::size_t{value_count} * kValueBytes; }
   // A float request that names workers asks only them to resend, as they sent (flag::kFloatRequest).
   bool is_resend_request() const { return has(flag::kFloatRequest) && workers_bitmap != 0; }
+  // A result that names a worker (`workers_bitmap`, one bit, of rack `rack`) is a kept result
+  // sent again for that worker alone: the switches send it down toward that worker only,
+  // where a result naming no one goes to every worker of the job (protocol.md §4, "late copies").
+  bool is_addressed_result() const { return has(flag::kResult) && workers_bitmap != 0; }
 };
 
 enum class DecodeError : std::uint8_t {

@@ -34,6 +34,12 @@ inline DecodeError validate_flags(const Header& h) {
   return DecodeError::ok;
 }
 
+// A result names no worker (every worker's) or exactly one (Header::is_addressed_result).
+inline DecodeError validate_addressee(const Header& h) {
+  if (h.is_addressed_result() && std::popcount(h.workers_bitmap) != 1) return DecodeError::bad_bitmap;
+  return DecodeError::ok;
+}
+
 inline DecodeError validate_contributors(const Header& h) {
   if (h.rack_fan_in == 0 || h.rack_fan_in > kMaxFanIn || h.job_fan_in == 0 ||
       h.job_fan_in > kMaxFanIn)
@@ -92,6 +98,7 @@ inline DecodeError decode(std::span<const std::uint8_t> packet, Header& h) {
     return detail::validate_contributors(h);
   }
   if (auto e = detail::validate_flags(h); e != DecodeError::ok) return e;
+  if (auto e = detail::validate_addressee(h); e != DecodeError::ok) return e;
   if (!h.is_downward() && h.value_count == 0) return DecodeError::bad_length;
   return detail::validate_contributors(h);
 }

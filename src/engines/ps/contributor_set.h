@@ -49,6 +49,18 @@ class ContributorSet {
     return (racks_[rack] >> worker) & 1u;
   }
   std::uint32_t workers_of(unsigned rack) const { return racks_[rack]; }
+  // Whether the set holds exactly one worker, and which (its rack and bit).
+  bool single(unsigned& rack, unsigned& worker) const {
+    int found = 0;
+    for (std::size_t r = 0; r < racks_.size(); ++r) {
+      found += std::popcount(racks_[r]);
+      if (racks_[r] != 0) {
+        rack = static_cast<unsigned>(r);
+        worker = static_cast<unsigned>(std::countr_zero(racks_[r]));
+      }
+    }
+    return found == 1;
+  }
   bool empty() const {
     for (std::uint32_t r : racks_)
       if (r != 0) return false;

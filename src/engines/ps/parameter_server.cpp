@@ -318,23 +318,35 @@ bool ParameterServer::within_query_budget(Job& job, const proto::Header& h) {
 }
 
 // Someone resent or asked after the result left: it was lost on the way down, or the asker's
-// timer ran out before it arrived. The switches multicast a kept result to every worker of the
-// job, so one copy answers every asker whose ask arrives after it was sent: a seq that a whole
-// rack lost, or that every worker timed out on, is sent once more, not once per asker (which
-// multiplied each result by the job's workers on the PS's downlink and, under loss or deep
-// queues, fed more timeouts: random scenarios, docs/simulator.md). A worker asking again after
-// such a copy lost it too, and gets another. (Counting the askers afresh from each copy sends
-// fewer copies, but under loss a worker whose copy was lost then waits for a second timer:
-// tuning seeds 1001-1100, resends per lost packet 2.29 -> 2.87, timeouts 0.53 -> 0.67.)
+// timer ran out before it arrived. The seq's recovery lead (recovery_lead.h) asks for every
+// worker (the others wait for its recovery), and so do several askers at once (a flush
+// carrying a rack's partial sum): one copy goes to every worker, and answers every later asker
+// too, until one asks again (it lost that copy as well). Any other worker asks for itself: its
+// copy is addressed to it alone (Header::is_addressed_result). A copy to every worker for each
+// such ask cost a spurious timeout one result per worker on the downlinks, and those copies
+// were most of the load in the congestion collapses of the random scenarios (docs/simulator.md).
+// (Counting the askers afresh from each copy to all sends fewer copies, but under loss a worker
+// whose copy was lost then waits for a second timer: tuning seeds 1001-1100, resends per lost
+// packet 2.29 -> 2.87, timeouts 0.53 -> 0.67.)
 bool ParameterServer::answer_late(Job& job, Entry& e, const ContributorSet& askers,
                                   Outbox& out) {
-  const bool send = e.late_askers.empty() || !e.late_askers.disjoint(askers);
+  const bool again = !e.late_askers.disjoint(askers);
   e.late_askers.add(askers);
-  if (!send) {
+  if (e.copied_to_all && !again) {
     ++job.counters.late_asks_covered;
     return false;
   }
-  send_kept_result(job, e, out);
+  unsigned rack = 0, worker = 0;
+  const bool one = askers.single(rack, worker);
+  const auto racks = static_cast<std::uint32_t>(job.config.workers_per_rack.size());
+  const bool lead = one && lead_rack(e.seq, racks) == rack &&
+                    lead_rank(e.seq, racks, job.config.workers_per_rack[rack]) == worker;
+  if (!one || lead) {
+    e.copied_to_all = true;
+    send_kept_result(job, e, out, std::nullopt);
+  } else {
+    send_kept_result(job, e, out, std::pair{rack, worker});
+  }
   return true;
 }
 
@@ -416,6 +428,7 @@ ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header
   e.moved_on.clear();
   e.asked.clear();
   e.late_askers.clear();
+  e.copied_to_all = false;
   e.sum.assign(h.value_count, 0);
   e.result.clear();
   return &e;
@@ -518,11 +531,17 @@ proto::Header ParameterServer::downward_header(const Job& job, std::uint32_t ten
 }
 
 // The stored result bytes again, for a late resend or a query: the result was lost on its way
-// down to someone.
-void ParameterServer::send_kept_result(const Job& job, Entry& e, Outbox& out) {
+// down to someone. Addressed to one worker (rack, bit), or to every worker.
+void ParameterServer::send_kept_result(const Job& job, Entry& e, Outbox& out,
+                                       std::optional<std::pair<unsigned, unsigned>> to) {
   proto::store_be16(e.result.data() + proto::offset::results_behind, results_behind(job, e));
   auto copy = out.add(job.config.downstream, e.result.size());
   std::copy(e.result.begin(), e.result.end(), copy.begin());
+  if (!to) return;
+  const auto [rack, bit] = *to;
+  copy[proto::offset::rack] = static_cast<std::uint8_t>(rack);
+  copy[proto::offset::rack_fan_in] = job.config.workers_per_rack[rack];
+  proto::store_be32(copy.data() + proto::offset::workers_bitmap, 1u << bit);
 }
 
 // Which of this shard's kResultsBehind (16) seqs before e's have had their result sent: a

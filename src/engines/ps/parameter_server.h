@@ -117,15 +117,16 @@ class ParameterServer {
     ContributorSet moved_on;  // workers that sent seq + ring, so have this result
     ContributorSet asked;     // workers a resend request named: each is asked once
     // Workers that asked for the result after it left, each answered by a copy sent since
-    // (engines.md §3.6, "one copy for every asker").
+    // (engines.md §3.6, "late copies"), and whether a copy went to every worker.
     ContributorSet late_askers;
+    bool copied_to_all = false;
     std::vector<std::int64_t> sum;
     std::vector<float> floats;  // float mode: one row of K per worker
     std::vector<std::uint8_t> result;
   };
   // Each worker's answers to its queries: a query is header-only (44 bytes) and its answer a
-  // kept result multicast to the job's members, so a member asking without end once drew 20x
-  // its bytes out of the fabric (issue 49 item 1). A worker queries a seq at most once per
+  // kept result (once multicast to the job's members, which let a member asking without end
+  // draw 20x its bytes out of the fabric: issue 49 item 1; now sent to the asker alone). A worker queries a seq at most once per
   // timer (never under 50 ms) and on gaps results reveal, at most a window of seqs each: a
   // budget of kQueryBurstRings rings per kQueryBudgetPeriod is never reached by recovery.
   struct QueryBudget {
@@ -182,7 +183,8 @@ class ParameterServer {
   proto::Header downward_header(const Job& job, std::uint32_t tensor, std::uint32_t seq,
                                 std::uint32_t aggregator) const;
   std::uint16_t results_behind(const Job& job, const Entry& e) const;
-  void send_kept_result(const Job& job, Entry& e, Outbox& out);
+  void send_kept_result(const Job& job, Entry& e, Outbox& out,
+                        std::optional<std::pair<unsigned, unsigned>> to);
 
   std::unordered_map<std::uint32_t, Job> jobs_;
   PsCounters counters_;

@@ -185,7 +185,9 @@ NextStep SwitchPipeline::decide(Metadata& m, Port ingress_port, Time now) {
   switch (classify(m)) {
     case PacketClass::join: return NextStep::join_up;
     case PacketClass::answer: return NextStep::answer_down;
-    case PacketClass::result: free_on_result(m); return NextStep::multicast_down;
+    case PacketClass::result:
+      free_on_result(m);
+      return m.h.is_addressed_result() ? NextStep::answer_down : NextStep::multicast_down;
     case PacketClass::pass: return NextStep::pass_up;
     case PacketClass::collide: return NextStep::collide_up;
     case PacketClass::flush: return flush(m);
@@ -219,9 +221,9 @@ std::optional<NextStep> SwitchPipeline::parse_and_check(Metadata& m, Port ingres
   }
   if (job.upstream.size() != 1 && m.h.ps_index >= job.upstream.size())
     return NextStep::drop_malformed;
-  // A run-handshake answer names one member: level 2 its rack, level 1 its bit (downstream
-  // lists are in rack order and in rank-in-rack order).
-  if (m.h.kind == proto::Kind::joined &&
+  // A run-handshake answer and a late copy for one worker name one member: level 2 its rack,
+  // level 1 its bit (downstream lists are in rack order and in rank-in-rack order).
+  if ((m.h.kind == proto::Kind::joined || m.h.is_addressed_result()) &&
       (config_.level == Level::rack ? std::countr_zero(m.h.workers_bitmap) : m.h.rack) >=
           static_cast<int>(job.downstream.size()))
     return NextStep::drop_malformed;

@@ -49,7 +49,7 @@ enum class NextStep : std::uint8_t {
   flush_up,         // a resend flushed the aggregator's partial sum up
   multicast_down,   // a result or float request, to the job's members
   join_up,          // a run-handshake join, up toward PS 0
-  answer_down,      // a run-handshake answer, to the one member it names
+  answer_down,      // a run-handshake answer or a late copy, to the one member it names
 };
 
 // The claim clock at `now`: epochs of stale_after / 2, from 2, so a claim two epochs old is
