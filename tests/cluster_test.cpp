@@ -716,5 +716,21 @@ TEST(Cluster, ScenarioJobsStartAtTheClusterFilesInitialWindow) {
   }
 }
 
+// The timer's floor in a simulated job stays above what ECN lets stand in the queues: two
+// thresholds of bytes at the host rate (issue 48, seed 400454: a 224 us floor under 210 us
+// queues fired thousands of spurious timeouts per job where static slices had a quarter of them).
+TEST(Cluster, TheSimulatedTimersFloorCoversTwoEcnThresholdsOfQueue) {
+  Scenario s;
+  s.link_gbps = 10;
+  s.ecn_threshold = 256 << 10;
+  const double queue_us = (256 << 10) * 8 / 10e3;  // 209.7 us at 10 Gbit/s
+  EXPECT_GE(to_cluster_spec(s).worker_defaults.min_rto, static_cast<Duration>(2 * queue_us * kMicrosecond));
+  s.link_gbps = 100;  // 21 us a queue: the 200 us floor holds
+  EXPECT_EQ(to_cluster_spec(s).worker_defaults.min_rto, 200 * kMicrosecond);
+  s.min_rto_us = 300;  // asked for by name
+  s.link_gbps = 10;
+  EXPECT_EQ(to_cluster_spec(s).worker_defaults.min_rto, 300 * kMicrosecond);
+}
+
 }  // namespace
 }  // namespace atp::sim
