@@ -30,7 +30,9 @@ p4c-bm2-ss --arch v1model -o "$out/atp.json" "$here/p4/v1model/atp.p4" 2>"$out/p
 
 if [ ! -f "$here/p4/tna/atp.p4" ]; then
   echo "p4-test: TNA fit skipped: p4/tna/ has no program yet (docs/p4.md, status)"
-elif command -v p4c >/dev/null && p4c --target tofino --help >/dev/null 2>&1; then
+elif command -v p4c >/dev/null &&
+  [[ "$(p4c --target tofino --arch tna -o "$out/tna-probe" /dev/null 2>&1 || true)" != *"Unknown backend"* ]]; then
+  # (p4c answers --help and --version for any target; only a compile names a missing backend.)
   "$here/p4/tna/fit.sh" "$out/tna"
   echo "p4-test: checking atp p4 config --target tofino against the fit's bfrt.json"
   # The example with its loopback ports on (a Tofino-only key, commented out for BMv2's sake).
