@@ -54,7 +54,7 @@ std::vector<std::uint8_t> doubled_result(std::vector<std::uint8_t> fragment) {
   const bool floats = h.has(proto::flag::kFloatPayload);
   h.flags = proto::flag::kResult | (floats ? proto::flag::kFloatPayload : 0);
   h.next_level = proto::Level::parameter_server;
-  h.workers_bitmap = 0b11;
+  h.workers_bitmap = 0;  // a result names no worker (or one: a late copy for its asker)
   proto::encode(h, fragment);
   for (unsigned i = 0; i < h.value_count; ++i) {
     std::uint8_t* at = fragment.data() + proto::kHeaderBytes + 4 * i;
@@ -156,6 +156,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         proto::Header h;
         if (proto::decode(packet, h) != proto::DecodeError::ok) std::abort();
         h.flags = proto::flag::kFloatRequest;
+        h.workers_bitmap = 0b11;  // a resend request naming two workers
         proto::encode(h, packet);
       } else if (in.ConsumeBool()) {
         // The PS's word on which earlier results it had sent, true or not: a wrong bit may
