@@ -50,7 +50,7 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
             meta.bad_level : ternary;
             meta.bad_value_count : ternary;
             meta.bad_length : ternary;
-            meta.bad_one_worker : ternary;
+            meta.bad_handshake_worker : ternary;
             meta.bad_fan_in : ternary;
             meta.bad_rack : ternary;
             meta.bad_workers : ternary;
@@ -96,6 +96,8 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
             (_, _, _, _, _, _, _, _, _, _, _, _, 1, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_MALFORMED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, 1, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_MALFORMED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, 1, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_MALFORMED);
+            // a result names every worker (no bit) or one (a late copy for its asker)
+            (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_FRAGMENT, _, _, _, FLAG_RESULT &&& FLAG_RESULT, _, _, _, _, _, 0, 0, _, _) : refuse(STEP_DROP_MALFORMED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_UNKNOWN_JOB);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_FORGED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_FORGED);
@@ -169,9 +171,7 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
         // A resend request (a float request naming workers) frees nothing on its way down:
         // the aggregator it names may hold a rack's partial sum the PS still needs. (A result
         // naming a worker frees as every result does.)
-        if (meta.downward == 1 && meta.workers_zero == 0 && (hdr.atp.flags & FLAG_RESULT) == 0) {
-            meta.has_index = 0;
-        }
+        if ((hdr.atp.flags & FLAG_FLOAT_REQUEST) != 0 && meta.workers_zero == 0) { meta.has_index = 0; }
         classify.apply();
     }
 }

@@ -77,7 +77,7 @@ struct atp_meta_t {
     bit<1>  bad_level;
     bit<1>  bad_value_count;
     bit<1>  bad_length;
-    bit<1>  bad_one_worker;
+    bit<1>  bad_handshake_worker;
     bit<1>  bad_fan_in;
     bit<1>  bad_rack;
     bit<1>  bad_workers;

@@ -79,7 +79,7 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
         meta.bad_level = 0;
         meta.bad_value_count = 0;
         meta.bad_length = 0;
-        meta.bad_one_worker = 0;
+        meta.bad_handshake_worker = 0;
         meta.bad_fan_in = 0;
         meta.bad_rack = 0;
         meta.bad_workers = 0;
@@ -113,12 +113,8 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
         if (hdr.atp.next_level > LEVEL_SPINE) { meta.bad_level = 1; }
         if (meta.values_beyond_max != 0) { meta.bad_value_count = 1; }
         if (meta.payload_bytes != meta.value_bytes) { meta.bad_length = 1; }
-        // The run handshake and a query name one worker; a result names every worker (no
-        // bit) or one (a late copy for its asker, protocol.md §4).
         if (hdr.atp.kind != KIND_FRAGMENT) {
-            if (meta.workers_single == 0) { meta.bad_one_worker = 1; }
-        } else if ((hdr.atp.flags & FLAG_RESULT) != 0) {
-            if (hdr.atp.workers_bitmap != 0 && meta.workers_single == 0) { meta.bad_one_worker = 1; }
+            if (meta.workers_single == 0) { meta.bad_handshake_worker = 1; }
         }
         // Contributors (protocol.md §5).
         if (rack_fan_in_ok == 0 || job_fan_in_ok == 0) { meta.bad_fan_in = 1; }
