@@ -113,14 +113,20 @@ class RackSwitch : public SwitchTest {
   }
   // Worker 0's fragment claims the aggregator; then a float request naming `workers` (none: to
   // every worker, as floats; some: a resend request) passes down, multicast.
-  void float_request_after_a_claim(std::uint32_t workers) {
-    auto a = make_packet(worker(0, {1}));
+  // Worker 0's fragment claims the aggregator; then a downward packet of that seq (a result
+  // carries three values, a float request none) naming `workers`.
+  PacketSpec downward_after_a_claim(std::uint8_t flags, std::uint32_t workers) {
+    auto a = make_packet(worker(0, {1, 2, 3}));
     run(a);
     PacketSpec r;
-    r.flags = flag::kFloatRequest;
+    r.flags = flags;
     r.workers = workers;
-    r.values = {};
-    auto p = make_packet(r);
+    r.values.clear();
+    if (flags == flag::kResult) r.values = {5, 5, 5};
+    return r;
+  }
+  void float_request_after_a_claim(std::uint32_t workers) {
+    auto p = make_packet(downward_after_a_claim(flag::kFloatRequest, workers));
     EXPECT_EQ(run(p).action, Action::multicast);
   }
 };
@@ -313,13 +319,7 @@ TEST_F(RackSwitch, ResendNeverClaims) {
 }
 
 TEST_F(RackSwitch, ResultFreesOwnedAggregatorAndFansOut) {
-  auto a = make_packet(worker(0, {1, 2, 3}));
-  run(a);
-  PacketSpec r;
-  r.flags = flag::kResult;
-  r.values = {5, 5, 5};
-  r.workers = 0;
-  auto p = make_packet(r);
+  auto p = make_packet(downward_after_a_claim(flag::kResult, 0));
   const Verdict f = run(p);
   ASSERT_EQ(f.action, Action::multicast);
   EXPECT_EQ(group_of(f), kWorkers);
@@ -330,12 +330,7 @@ TEST_F(RackSwitch, ResultFreesOwnedAggregatorAndFansOut) {
 // A late copy for one worker (protocol.md §4) frees what a result frees and goes down to that
 // worker's port alone; naming a worker the switch has no port for, it is malformed.
 TEST_F(RackSwitch, AResultNamingOneWorkerFreesTheAggregatorAndGoesToThatWorkerOnly) {
-  auto a = make_packet(worker(0, {1, 2, 3}));
-  run(a);
-  PacketSpec r;
-  r.flags = flag::kResult;
-  r.values = {5, 5, 5};
-  r.workers = 1u << 2;
+  PacketSpec r = downward_after_a_claim(flag::kResult, 1u << 2);
   r.rack_fan_in = 4;
   auto p = make_packet(r);
   const auto sent = p;

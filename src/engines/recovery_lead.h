@@ -18,4 +18,10 @@ inline std::uint32_t lead_rank(std::uint32_t seq, std::uint32_t job_fan_in,
   return (seq / job_fan_in) % rack_fan_in;
 }
 
+// Whether worker `rank` of rack `rack` (of `rack_fan_in`) leads `seq`'s recovery.
+inline bool leads_recovery(std::uint32_t seq, std::uint32_t job_fan_in, std::uint32_t rack,
+                           std::uint32_t rack_fan_in, std::uint32_t rank) {
+  return lead_rack(seq, job_fan_in) == rack && lead_rank(seq, job_fan_in, rack_fan_in) == rank;
+}
+
 }  // namespace atp::engines

@@ -339,8 +339,8 @@ bool ParameterServer::answer_late(Job& job, Entry& e, const ContributorSet& aske
   unsigned rack = 0, worker = 0;
   const bool one = askers.single(rack, worker);
   const auto racks = static_cast<std::uint32_t>(job.config.workers_per_rack.size());
-  const bool lead = one && lead_rack(e.seq, racks) == rack &&
-                    lead_rank(e.seq, racks, job.config.workers_per_rack[rack]) == worker;
+  const bool lead =
+      one && leads_recovery(e.seq, racks, rack, job.config.workers_per_rack[rack], worker);
   if (!one || lead) {
     e.copied_to_all = true;
     send_kept_result(job, e, out, std::nullopt);

@@ -125,8 +125,9 @@ class ParameterServer {
     std::vector<std::uint8_t> result;
   };
   // Each worker's answers to its queries: a query is header-only (44 bytes) and its answer a
-  // kept result (once multicast to the job's members, which let a member asking without end
-  // draw 20x its bytes out of the fabric: issue 49 item 1; now sent to the asker alone). A worker queries a seq at most once per
+  // kept result (multicast to the job's members until late copies were addressed, which let a
+  // member asking without end draw 20x its bytes out of the fabric: issue 49 item 1; a seq's
+  // recovery lead still gets its copy sent to all). A worker queries a seq at most once per
   // timer (never under 50 ms) and on gaps results reveal, at most a window of seqs each: a
   // budget of kQueryBurstRings rings per kQueryBudgetPeriod is never reached by recovery.
   struct QueryBudget {

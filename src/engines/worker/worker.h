@@ -304,8 +304,8 @@ class Worker {
   }
   // Whether this worker resends `seq` at once when it finds it missing (recovery_lead.h).
   bool leads_recovery(std::uint32_t seq) const {
-    return lead_rack(seq, config_.job_fan_in) == config_.rack &&
-           lead_rank(seq, config_.job_fan_in, config_.rack_fan_in) == config_.rank_in_rack;
+    return engines::leads_recovery(seq, config_.job_fan_in, config_.rack, config_.rack_fan_in,
+                                   config_.rank_in_rack);
   }
   void hold_out_of_pipe(Fragment& g);
   void defer_to_lead(Time now, Fragment& g);
