@@ -52,9 +52,11 @@ bool has(const std::vector<std::string>& lines, const std::string& line) {
 
 TEST(P4Entries, NodesBecomeTheWiredPortsAndEachGetsItsAddress) {
   const auto lines = bmv2_commands(p4_switch(ClusterConfig::parse(one_rack(kWiring)), "rack0"));
-  // Members by port, the route up to the PS's port, the multicast group over the workers.
-  EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 3 0 => 1"));
-  EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 7 1 => 0"));
+  // Members by port and the rank each speaks for alone (a slot each), the route up to the PS's
+  // port, the multicast group over the workers.
+  EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 3 0 0 => 1"));
+  EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 4 0 1 => 2"));
+  EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.members AtpIngress.job_table.member 1 7 1 0 => 0"));
   EXPECT_TRUE(has(lines, "table_add AtpIngress.job_table.routes_up AtpIngress.job_table.up 1 0&&&0 => 7 1"));
   EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
                           [](const std::string& l) {

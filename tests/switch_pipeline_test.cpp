@@ -492,6 +492,30 @@ TEST_F(RackSwitch, MalformedAndUnknownJobAreDroppedAndCounted) {
   EXPECT_EQ(switch_counters().unknown_job, 1u);
 }
 
+// A member speaks for itself alone (issue 49 item 1): a worker's port names only its own
+// rank's bit, or one port could complete seqs, and ask for results, in the others' names.
+TEST_F(RackSwitch, AWorkerPortNamingAnotherRankIsForgedAndTouchesNothing) {
+  PacketSpec query = worker(1, {});
+  query.kind = proto::Kind::query;
+  query.level = proto::Level::parameter_server;
+  PacketSpec join = query;
+  join.kind = proto::Kind::join;
+  PacketSpec resend = worker(0, {1, 2, 3});
+  resend.workers = 0b11;
+  resend.flags = flag::kResend;
+  std::uint64_t forged = 0;
+  for (const PacketSpec& spec : {worker(1, {1, 2, 3}), resend, query, join}) {
+    auto p = make_packet(spec);
+    EXPECT_EQ(run_from(p, kWorkers[0]).action, Action::drop);
+    EXPECT_EQ(counters().forged, ++forged);
+  }
+  EXPECT_EQ(sw->pipeline().registers().in_use(), 0u);
+  auto own = make_packet(worker(0, {1, 2, 3}));
+  EXPECT_EQ(run_from(own, kWorkers[0]).action, Action::drop);  // absorbed
+  EXPECT_EQ(sw->pipeline().registers().in_use(), 1u);
+  EXPECT_EQ(counters().forged, forged);
+}
+
 TEST_F(RackSwitch, RemovingAJobFreesItsAggregators) {
   auto a = make_packet(worker(0, {1}));
   run(a);
@@ -648,6 +672,30 @@ TEST_F(SpineSwitch, AResultNamingOneWorkerGoesToItsRackOnly) {
   ASSERT_EQ(f.action, Action::port);
   EXPECT_EQ(f.port, kRacks[1]);
   EXPECT_FALSE(agg(5).valid());
+}
+
+// A rack switch's port names no rack but its own: neither its rack's sum, nor part of it,
+// nor two racks' sums at once may come from another rack's port.
+TEST_F(SpineSwitch, ARackPortNamingAnotherRackIsForgedAndTouchesNothing) {
+  PacketSpec part = rack_sum(1, {5, 5});  // part of rack 1
+  part.racks = 0;
+  part.workers = 0b11;
+  part.rack_fan_in = 3;
+  PacketSpec two = rack_sum(0, {5, 5});
+  two.racks = 0b11;
+  std::uint64_t forged = 0;
+  for (const PacketSpec& spec : {rack_sum(1, {5, 5}), part, two}) {
+    auto p = make_packet(spec);
+    EXPECT_EQ(run_from(p, kRacks[0]).action, Action::drop);
+    EXPECT_EQ(counters().forged, ++forged);
+  }
+  EXPECT_EQ(sw->pipeline().registers().in_use(), 0u);
+  auto whole = make_packet(rack_sum(1, {5, 5}));
+  EXPECT_EQ(run_from(whole, kRacks[1]).action, Action::drop);  // absorbed
+  auto own_part = make_packet(part);
+  EXPECT_EQ(run_from(own_part, kRacks[1]).action, Action::port);  // passes up
+  EXPECT_EQ(sw->pipeline().registers().in_use(), 1u);
+  EXPECT_EQ(counters().forged, forged);
 }
 
 TEST_F(SpineSwitch, ShardIndexBeyondTheJobsServersIsDropped) {

@@ -101,6 +101,12 @@ control Classify(in headers_t hdr, inout atp_meta_t meta) {
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_UNKNOWN_JOB);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_FORGED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_FORGED);
+            // a member below names itself alone (the members table keys on the one it names):
+            // level 1 one worker and no rack; level 2 one rack, or workers of its own rack
+            (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, LEVEL_RACK, _, 0, _, _, _, _) : refuse(STEP_DROP_FORGED);
+            (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, LEVEL_RACK, _, _, _, 0, _, _) : refuse(STEP_DROP_FORGED);
+            (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, LEVEL_SPINE, _, 0, _, _, 0, _) : refuse(STEP_DROP_FORGED);
+            (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, LEVEL_SPINE, _, 0, 0, _, _, _) : refuse(STEP_DROP_FORGED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, 0, _, _, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_MALFORMED);
             (_, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, _, KIND_JOINED, 0, _, _, _, _, _, _, _, _, _, _, _, _) : refuse(STEP_DROP_MALFORMED);
             // a late copy for one worker the switch has no member for

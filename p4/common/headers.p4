@@ -91,6 +91,7 @@ struct atp_meta_t {
     bit<1>  workers_single;  // exactly one bit in workers_bitmap
     bit<8>  workers_index;   // its index
     bit<1>  racks_single;
+    bit<8>  racks_index;     // its index
     bit<16> value_bytes;     // value_count * 4
     bit<16> payload_bytes;   // udp.length - 8 - 44: must be value_bytes
     bit<32> stray_workers;   // workers_bitmap beyond rack_fan_in
@@ -110,6 +111,7 @@ struct atp_meta_t {
     bit<16> group;
     bit<1>  member_ok;       // arrived on a port that may speak for the job this way
     bit<16> member_slot;     // that member's slot of register heard (0: the hops up)
+    bit<8>  claimed_member;  // the member an upward packet speaks for (0 for a downward one)
     bit<1>  routed;
     bit<9>  up_port;
     bit<1>  answer_ok;

@@ -88,9 +88,8 @@ control ValidateAtp(in headers_t hdr, inout atp_meta_t meta) {
         meta.bad_own_rack = 0;
         bit<1> rack_fan_in_ok;
         bit<1> job_fan_in_ok;
-        bit<8> racks_at;
         workers_index.apply(hdr.atp.workers_bitmap, meta.workers_single, meta.workers_index);
-        racks_index.apply(hdr.atp.racks_bitmap, meta.racks_single, racks_at);
+        racks_index.apply(hdr.atp.racks_bitmap, meta.racks_single, meta.racks_index);
         rack_fan_in_limit.apply(hdr.atp.rack_fan_in, rack_fan_in_ok, meta.workers_limit);
         job_fan_in_limit.apply(hdr.atp.job_fan_in, job_fan_in_ok, meta.racks_limit);
         rack_bit.apply(hdr.atp.rack, meta.rack_bit);

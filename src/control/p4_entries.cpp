@@ -77,15 +77,21 @@ std::vector<P4TableEntry> job_table_entries(const engines::SwitchJob& job, std::
                   field("has_slice", job.static_count ? 1 : 0),
                   field("group", job.multicast_group)}});
   // Upward packets may come from the members below, downward ones from the hops up. A member
-  // below has its own slot of register `heard`; the hops up share slot 0 (nothing reads it).
+  // below speaks for itself alone: the key names the member an upward packet claims to be, its
+  // index in the job's list (its rank in the rack at level 1, its rack at level 2), as
+  // SwitchPipeline::parse_and_check binds it. It has its own slot of register `heard`; the hops
+  // up share slot 0 (nothing reads it), and a downward packet claims no member (0).
   std::uint32_t slot = first_slot;
   for (int downward = 0; downward < 2; ++downward) {
     const auto& ports = downward ? job.upstream : job.downstream;
-    for (engines::Port p : std::set<engines::Port>(ports.begin(), ports.end()))
+    for (engines::Port p : std::set<engines::Port>(ports.begin(), ports.end())) {
+      const auto index = downward ? 0 : std::find(ports.begin(), ports.end(), p) - ports.begin();
       out.push_back({jt + "members", jt + "member",
                      {field("hdr.atp.job", job.job), field("ingress_port", p),
-                      field("meta.downward", static_cast<std::uint64_t>(downward))},
+                      field("meta.downward", static_cast<std::uint64_t>(downward)),
+                      field("meta.claimed_member", static_cast<std::uint64_t>(index))},
                      {field("slot", downward ? 0 : slot++)}});
+    }
   }
   // One route per ps_index, or one matching every ps_index.
   const bool one_route = job.upstream.size() == 1;
