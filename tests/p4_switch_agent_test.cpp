@@ -423,6 +423,11 @@ struct TofinoAgent {
 
 control::P4Limits tofino() { return control::P4Limits::tofino(); }
 
+nlohmann::json members_file(const TofinoAgent& a) {
+  std::ifstream in(a.dir / "rackA-members.json");
+  return nlohmann::json::parse(in);
+}
+
 TEST(TofinoSwitchAgent, StartsWithTheScriptAtpP4ConfigPrints) {
   const auto f = fabric("atp", std::string(kJob7) + kJob8);
   TofinoAgent a(f);
@@ -436,6 +441,17 @@ TEST(TofinoSwitchAgent, StartsWithTheScriptAtpP4ConfigPrints) {
   EXPECT_NE(text.find("def claim_clock_forever("), std::string::npos);
   EXPECT_TRUE(text.ends_with("\nclaim_clock_forever()\n"));
   EXPECT_EQ(text.find(".add_with_"), std::string::npos);  // no entry: it may run beside them
+  // Member learning's, over the members file the agent keeps: both jobs, admitted by script 1.
+  std::ifstream learner(a.dir / "rackA-learn-members.py");
+  const std::string learn(std::istreambuf_iterator<char>(learner), {});
+  EXPECT_NE(learn.find("\nATP_MEMBERS = {}\n"), std::string::npos);  // the file's, every round
+  EXPECT_NE(learn.find("\ndef learn_members_forever("), std::string::npos);
+  EXPECT_TRUE(learn.ends_with("\nlearn_members_forever(members_file=\"" +
+                              (a.dir / "rackA-members.json").string() + "\")\n"));
+  EXPECT_EQ(learn.find(".add_with_"), std::string::npos);
+  const auto members = members_file(a);
+  ASSERT_EQ(members.size(), 2u);
+  for (const auto& [group, job] : members.items()) EXPECT_EQ(job["admission"], 1);
 }
 
 TEST(TofinoSwitchAgent, AdmittingAndRemovingAJobRunTheJobsScripts) {
@@ -447,6 +463,11 @@ TEST(TofinoSwitchAgent, AdmittingAndRemovingAJobRunTheJobsScripts) {
   EXPECT_EQ(a.scripts[1].second,
             control::bfrt_python_script(control::p4_switch_job(f, "rackA", 8, tofino())));
   EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7, 8}));
+  // The learner's file names job 8's group and members, admitted by script 2.
+  const auto job8 = control::bfrt_members(control::p4_switch_job(f, "rackA", 8, tofino()).groups, 2);
+  ASSERT_EQ(job8.size(), 1u);
+  EXPECT_EQ(members_file(a)[job8.begin().key()], job8.begin().value());
+  EXPECT_EQ(members_file(a).size(), 2u);
   EXPECT_TRUE(a.agent->remove_job(8));
   ASSERT_EQ(a.scripts.size(), 3u);
   EXPECT_EQ(a.scripts[2].first, "rackA-3-job8-remove.py");
@@ -454,6 +475,7 @@ TEST(TofinoSwitchAgent, AdmittingAndRemovingAJobRunTheJobsScripts) {
             control::bfrt_python_script(control::p4_switch_job(f, "rackA", 8, tofino()), "atp", true));
   EXPECT_FALSE(a.agent->remove_job(8));
   EXPECT_EQ(a.agent->job_ids(), (std::vector<std::uint32_t>{7}));
+  EXPECT_FALSE(members_file(a).contains(job8.begin().key()));
   EXPECT_EQ(a.agent->stats()["scripts_run"], 3);
 }
 

@@ -66,6 +66,9 @@ elif command -v p4c >/dev/null &&
     echo "p4-test: the Tofino agent's scripts were refused (log above, scripts in $agent)"
     exit 1
   fi
+  # The member learner the agent leaves to a session of its own (not run: no Tofino here).
+  /usr/bin/python3 "$here/p4/tna/check_bfrt_names.py" "$out/tna/bfrt.json" \
+    "$agent/rackA-learn-members.py"
 else
   echo "p4-test: TNA fit skipped: no p4c with the Tofino backend on PATH"
 fi

@@ -4,8 +4,9 @@ bf-p4c wrote for p4/tna/atp.p4: every table exists, every action is one of the t
 key and action field is named as bfrt_python names it (the P4 name with dots as underscores;
 `_mask` for ternary keys, `_p_length` for LPM keys, MATCH_PRIORITY where the table has one),
 no key is missing, and every value fits its field's width (a parser value set's entries are
-`add` calls with its keys alone). There is no Tofino here to run the
-script on: this is what can be checked without one.
+`add` calls with its keys alone; a register's `mod` names an index within it and its field f1),
+and the member learner and claim clock read and write registers bfrt.json has. There is no
+Tofino here to run the script on: this is what can be checked without one.
 
 Usage: check_bfrt_names.py BFRT_JSON SCRIPT...   (exit 1 on the first script with a problem)
 """
@@ -15,12 +16,16 @@ import re
 import sys
 
 CALL = re.compile(r"^p4\.(?P<table>[\w.]+)\.(?P<method>add_with_\w+|set_default_with_\w+|add|delete|"
-                  r"reset_default)\((?P<args>.*)\)$")
+                  r"reset_default|mod)\((?P<args>.*)\)$")
 # The packet replication engine's fixed tables (not in bfrt.json): the fields the script sets.
 PRE = {"bfrt.pre.node.add": {"MULTICAST_NODE_ID", "MULTICAST_RID", "MULTICAST_LAG_ID", "DEV_PORT"},
        "bfrt.pre.mgid.add": {"MGID", "MULTICAST_NODE_ID", "MULTICAST_NODE_L1_XID_VALID",
                              "MULTICAST_NODE_L1_XID"},
        "bfrt.pre.node.delete": {"MULTICAST_NODE_ID"}, "bfrt.pre.mgid.delete": {"MGID"}}
+# What learn_members_forever() calls: a heard slot read, and a group's ports set.
+LEARNER_CALLS = ['p4.AtpIngress.heard.get(REGISTER_INDEX=slot, from_hw=True',
+                 '.data[b"AtpIngress.heard.f1"]',
+                 "bfrt.pre.node.mod(MULTICAST_NODE_ID=job[0], DEV_PORT=ports)"]
 
 
 def arguments(text):
@@ -63,6 +68,9 @@ def check_call(line, tables):
     method = m["method"]
     if method == "reset_default":
         return
+    if method == "mod":
+        check_register_write(name, table, args)
+        return
     if not method.startswith("set_default"):
         missing = set(keys) - set(args)
         if missing:
@@ -89,6 +97,41 @@ def check_call(line, tables):
 CLAIM_CLOCK = "p4.AtpIngress.claim_epoch.mod(REGISTER_INDEX=0, f1=epoch)"
 
 
+def register_field(tables, name):
+    """The single data field of register `name` in bfrt.json (e.g. AtpIngress.heard.f1)."""
+    register = tables.get(name)
+    if register is None or register.get("table_type") != "Register" or \
+            [k["name"] for k in register["key"]] != ["$REGISTER_INDEX"]:
+        raise ValueError(f"bfrt.json has no register {name}")
+    return register, register["data"][0]["singleton"]
+
+
+def check_register_write(name, register, args):
+    field = register_field({name: register}, name)[1]
+    if set(args) != {"REGISTER_INDEX", "f1"} or field["name"].split(".")[-1] != "f1":
+        raise ValueError(f"{name}: a register write names REGISTER_INDEX and f1 alone")
+    check_fits(name, "REGISTER_INDEX", args["REGISTER_INDEX"], (register["size"] - 1).bit_length())
+    if args["REGISTER_INDEX"] >= register["size"]:
+        raise ValueError(f"{name}: index {args['REGISTER_INDEX']} beyond its {register['size']}")
+    check_fits(name, "f1", args["f1"], field["type"]["width"])
+
+
+def check_learner(body, tables):
+    """learn_members_forever() reads register heard by the names bfrt.json gives it, and its
+    ATP_MEMBERS name slots within it."""
+    register, field = register_field(tables, "pipe.AtpIngress.heard")
+    if field["name"] != "AtpIngress.heard.f1":
+        raise ValueError("bfrt.json's register AtpIngress.heard has no field f1")
+    for call in LEARNER_CALLS:
+        if call not in body:
+            raise ValueError(f"learn_members_forever() does not call {call}")
+    members = ast.literal_eval(body.split("\n", 1)[0])
+    for group, job in members.items():
+        for slot, port in job["members"]:
+            if not 0 < slot < register["size"] or not 0 <= port < 512:
+                raise ValueError(f"ATP_MEMBERS: group {group}: slot {slot}, port {port}")
+
+
 def check_claim_clock(body, tables):
     """The claim clock function writes the epoch register by the names bfrt.json gives it."""
     if CLAIM_CLOCK not in body:
@@ -101,9 +144,14 @@ def check_claim_clock(body, tables):
 
 def check_script(path, tables):
     text = open(path).read()
-    top, _, clock = text.partition("\ndef claim_clock_forever(")
+    _, _, clock = text.partition("\ndef claim_clock_forever(")
     if clock:
         check_claim_clock(clock, tables)
+    _, _, learner = text.partition("\nATP_MEMBERS = ")
+    if learner:
+        check_learner(learner, tables)
+    # The entries: what comes before the first function or the learner's members.
+    top = re.split(r"\n(?:def |ATP_MEMBERS = )", text, maxsplit=1)[0]
     lines = [l.strip() for l in top.split("\n") if l.strip() and not l.startswith("#")]
     if not lines or lines[0] != "p4 = bfrt.atp.pipe":
         raise ValueError("the script must start with p4 = bfrt.atp.pipe")

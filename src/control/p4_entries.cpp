@@ -413,20 +413,25 @@ std::string bfrt_python_script(const P4Entries& entries, const std::string& prog
       "# Run on the switch: bfshell -b THIS_FILE (the program loaded as '{}').\n"
       "p4 = bfrt.{}.pipe\n",
       program, program);
+  // A member's heard slot may say heard from a job that held it before: cleared before any entry
+  // can set it.
+  if (!remove)
+    for (const auto& g : entries.groups)
+      for (std::uint32_t slot : g.slots)
+        s += fmt::format("p4.AtpIngress.heard.mod(REGISTER_INDEX={}, f1=0)\n", slot);
   if (!remove)
     for (const auto& e : entries.tables) s += bfrt_line(e, false) + "\n";
-  // A group's node carries the group id as its node id and replication id.
+  // A group's node carries the group id as its node id and replication id. It starts with no
+  // port: learn_members_forever() adds each member once heard.
   for (const auto& g : entries.groups) {
-    std::vector<std::string> ports;
-    for (engines::Port p : g.ports) ports.push_back(std::to_string(p));
     if (remove) {
       s += fmt::format("bfrt.pre.mgid.delete(MGID={})\n", g.group);
       s += fmt::format("bfrt.pre.node.delete(MULTICAST_NODE_ID={})\n", g.group);
     } else {
       s += fmt::format(
           "bfrt.pre.node.add(MULTICAST_NODE_ID={0}, MULTICAST_RID={0}, MULTICAST_LAG_ID=[], "
-          "DEV_PORT=[{1}])\n",
-          g.group, fmt::join(ports, ", "));
+          "DEV_PORT=[])\n",
+          g.group);
       s += fmt::format(
           "bfrt.pre.mgid.add(MGID={0}, MULTICAST_NODE_ID=[{0}], "
           "MULTICAST_NODE_L1_XID_VALID=[False], MULTICAST_NODE_L1_XID=[0])\n",
@@ -435,7 +440,11 @@ std::string bfrt_python_script(const P4Entries& entries, const std::string& prog
   }
   if (remove)
     for (const auto& e : entries.tables) s += bfrt_line(e, true) + "\n";
-  if (entries.stale_after && !remove)
+  const bool learner = !remove && !entries.groups.empty();
+  const bool clock = !remove && entries.stale_after;
+  if (learner || clock) s += bfrt_heartbeat_helper();
+  if (learner) s += bfrt_member_learner(bfrt_members(entries.groups));
+  if (clock)
     s += fmt::format(R"(
 # The claim clock (engines::claim_clock): the epoch, from 2, every stale_after / 2. Without it
 # no abandoned aggregator is ever taken over, and an orphan could be joined 2^32 fragments
@@ -444,7 +453,7 @@ std::string bfrt_python_script(const P4Entries& entries, const std::string& prog
 # older than stale_after / 2, or one that says FAILED, is a clock that does not tick. A failed
 # write is said on stderr, counted and tried again at the next tick; it never ends the loop.
 def claim_clock_forever(stale_after_s={}, heartbeat="/run/atp-claim-clock", ticks=None):
-    import os, sys, time
+    import sys, time
     start = time.monotonic()
     failures, tick = 0, 0
     while ticks is None or tick < ticks:
@@ -458,13 +467,8 @@ def claim_clock_forever(stale_after_s={}, heartbeat="/run/atp-claim-clock", tick
             state = "FAILED " + " ".join(str(e).split())
             print(f"atp claim clock: epoch {{epoch}} not written ({{failures}} failures): {{e}}",
                   file=sys.stderr, flush=True)
-        try:
-            with open(heartbeat + ".tmp", "w") as f:
-                f.write(f"{{time.time():.3f}} epoch {{epoch}} {{state}} failures {{failures}}\n")
-            os.replace(heartbeat + ".tmp", heartbeat)
-        except OSError as e:
-            print(f"atp claim clock: heartbeat {{heartbeat}} not written: {{e}}", file=sys.stderr,
-                  flush=True)
+        atp_heartbeat(heartbeat, f"epoch {{epoch}} {{state}} failures {{failures}}",
+                      "atp claim clock")
         time.sleep(stale_after_s / 8)
 )",
                      static_cast<double>(entries.stale_after) / kSecond);

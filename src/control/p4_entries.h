@@ -8,6 +8,7 @@
 // The P4 programs need a power-of-two pool and static slices; the functions throw
 // std::invalid_argument naming what does not fit.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -117,9 +118,21 @@ std::string bmv2_command(const P4TableEntry& entry);
 // the groups, numbered from `first_node` (BMv2 numbers nodes 0, 1, ... on a fresh switch).
 std::vector<std::string> bmv2_commands(const P4Entries& entries, unsigned first_node = 0);
 // A bfrt_python script (run with `bfshell -b FILE` on the switch) that adds the entries, or
-// deletes them with `remove`; program `program` (bfrt.<program>.pipe). With a profile, it also
-// defines claim_clock_forever(), the claim clock a long-lived bfrt_python session runs.
+// deletes them with `remove`; program `program` (bfrt.<program>.pipe). Each multicast group
+// starts with no port; with groups, the script also defines learn_members_forever() over
+// them, and with a profile claim_clock_forever(): the long-lived bfrt_python sessions that add
+// heard members to their groups and tick the claim clock.
 std::string bfrt_python_script(const P4Entries& entries, const std::string& program = "atp",
                                bool remove = false);
+
+// Member learning on a Tofino (src/control/bfrt_member_learner.cpp): the groups' members as
+// learn_members_forever() reads them, {"GROUP": {"admission": N, "members": [[SLOT, PORT],
+// ...]}} (a group admitted again under a new N is learned afresh), and the definition of
+// learn_members_forever() with these as its default ATP_MEMBERS.
+nlohmann::json bfrt_members(const std::vector<P4MulticastGroup>& groups,
+                            std::uint64_t admission = 0);
+std::string bfrt_member_learner(const nlohmann::json& members);
+// atp_heartbeat(path, what, who), which both long-lived loops call: defined before them.
+std::string bfrt_heartbeat_helper();
 
 }  // namespace atp::control

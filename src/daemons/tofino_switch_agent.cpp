@@ -45,7 +45,24 @@ TofinoSwitchAgent::TofinoSwitchAgent(const control::ClusterConfig& fabric, const
   write_script(dir_ + "/" + name + "-claim-clock.py",
                control::bfrt_python_script(clock, program_) + "claim_clock_forever()\n");
   run_script("start", control::bfrt_python_script(start, program_));
-  for (auto& [id, entries] : jobs) jobs_[id] = std::move(entries);
+  for (auto& [id, entries] : jobs) {
+    jobs_[id] = std::move(entries);
+    admissions_[id] = scripts_;
+  }
+  // Member learning, likewise in a session of its own, over the file the agent keeps current.
+  write_members();
+  write_script(dir_ + "/" + name + "-learn-members.py",
+               "p4 = bfrt." + program_ + ".pipe\n" + control::bfrt_heartbeat_helper() +
+                   control::bfrt_member_learner(nlohmann::json::object()) +
+                   "learn_members_forever(members_file=\"" + dir_ + "/" + name +
+                   "-members.json\")\n");
+}
+
+void TofinoSwitchAgent::write_members() const {
+  nlohmann::json members = nlohmann::json::object();
+  for (const auto& [id, entries] : jobs_)
+    members.update(control::bfrt_members(entries.groups, admissions_.at(id)));
+  write_script(dir_ + "/" + name() + "-members.json", members.dump() + "\n");
 }
 
 // Scripts carry every job's wire token, and the bfrt shell runs as root whatever they say: the
@@ -111,6 +128,8 @@ void TofinoSwitchAgent::admit(const control::ClusterConfig& cluster, std::uint32
     throw;
   }
   jobs_[job] = std::move(entries);
+  admissions_[job] = scripts_;
+  write_members();
 }
 
 bool TofinoSwitchAgent::remove_job(std::uint32_t job) {
@@ -126,6 +145,8 @@ bool TofinoSwitchAgent::remove_job(std::uint32_t job) {
 void TofinoSwitchAgent::delete_job(std::uint32_t job) {
   const control::P4Entries entries = std::move(jobs_.at(job));
   jobs_.erase(job);
+  admissions_.erase(job);
+  write_members();  // the learner leaves the group before it goes
   run_script("job" + std::to_string(job) + "-remove",
              control::bfrt_python_script(entries, program_, true));
 }

@@ -10,9 +10,11 @@
 //    as it goes and leaves the job out, the error being the shell's output;
 //  - remove: the job's entries deleted; a delete script that fails is reported and the job
 //    forgotten (its remaining lines are in the folder).
-// What it leaves to others: the claim clock (it writes <switch>-claim-clock.py, which runs
-// claim_clock_forever() for as long as the shell that runs it lives; docs/p4.md) and member
-// learning (a job's group holds every member from its admission, as in `atp p4 config`'s).
+// What it leaves to long-lived bfrt_python sessions of their own, whose scripts it writes: the
+// claim clock (<switch>-claim-clock.py runs claim_clock_forever(); docs/p4.md) and member
+// learning (<switch>-learn-members.py runs learn_members_forever() over <switch>-members.json,
+// the members of every job here, which the agent rewrites after each admission and before
+// each removal: a job's group starts with no port and gains each member once heard).
 // Each script runs to its end before the next request is read: a shell slower than the
 // controller's call budget (5 s) makes admissions time out there (docs/p4.md).
 #include <cstdint>
@@ -56,11 +58,14 @@ class TofinoSwitchAgent {
   static std::string checked_folder(std::string dir, const std::string& name);
   void write_script(const std::string& path, const std::string& script) const;
   void delete_job(std::uint32_t job);
+  // <switch>-members.json: each job's group and members, as learn_members_forever() reads them.
+  void write_members() const;
 
   P4JobBook book_;
   ScriptRunner run_;
   std::string dir_, program_;
   std::map<std::uint32_t, control::P4Entries> jobs_;  // what each job's last script added
+  std::map<std::uint32_t, std::uint64_t> admissions_;  // the number of that script
   std::uint64_t scripts_ = 0;  // the newest script's number in the folder
   std::uint64_t scripts_run_ = 0, failures_ = 0;
   std::string last_error_;

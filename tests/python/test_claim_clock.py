@@ -28,7 +28,8 @@ def tofino_clock(register):
     script = subprocess.run([atp.launch.atp_binary(), "p4", "config", "--config", str(example),
                              "--switch", "rackA", "--target", "tofino"],
                             check=True, capture_output=True, text=True).stdout
-    clock = "def claim_clock_forever(" + script.partition("\ndef claim_clock_forever(")[2]
+    # The long-lived loops and their heartbeat helper, without the entries before them.
+    clock = "def atp_heartbeat(" + script.partition("\ndef atp_heartbeat(")[2]
     p4 = types.SimpleNamespace(AtpIngress=types.SimpleNamespace(claim_epoch=register))
     scope = {"p4": p4}
     exec(clock, scope)
