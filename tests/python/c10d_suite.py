@@ -42,7 +42,10 @@ RUN_BACKEND = os.environ.setdefault("C10D_RUN_BACKEND", os.environ["BACKEND"])
 if os.environ.get("GATES"):
     os.environ["BACKEND"] = os.environ["GATES"]  # what the decorators read at import
 os.environ.setdefault("WORLD_SIZE", "2")
-os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="atp-c10d-"))
+if "TEMP_DIR" not in os.environ:
+    # Read at import; the suite's setUp makes its own. Kept in a global so it goes at exit.
+    _import_temp_dir = tempfile.TemporaryDirectory(prefix="atp-c10d-")
+    os.environ["TEMP_DIR"] = _import_temp_dir.name
 os.environ.setdefault("ATP_CONTROLLER", "")  # a loopback fabric per group, in its rank 0
 logging.disable(logging.INFO)  # each spawned process logs its start and barriers
 
