@@ -97,20 +97,21 @@ def check_call(line, tables):
 CLAIM_CLOCK = "p4.AtpIngress.claim_epoch.mod(REGISTER_INDEX=0, f1=epoch)"
 
 
-def register_field(tables, name):
-    """The single data field of register `name` in bfrt.json (e.g. AtpIngress.heard.f1)."""
-    register = tables.get(name)
+def register_f1(register, name):
+    """Register `name` of bfrt.json (its table, or None) and its one data field, which
+    bfrt_python names f1 (e.g. AtpIngress.heard.f1); a ValueError unless it is such a register."""
     if register is None or register.get("table_type") != "Register" or \
-            [k["name"] for k in register["key"]] != ["$REGISTER_INDEX"]:
-        raise ValueError(f"bfrt.json has no register {name}")
-    return register, register["data"][0]["singleton"]
+            [k["name"] for k in register["key"]] != ["$REGISTER_INDEX"] or \
+            [d["singleton"]["name"].split(".")[-1] for d in register["data"]] != ["f1"]:
+        raise ValueError(f"bfrt.json has no register {name} with field f1")
+    return register["data"][0]["singleton"]
 
 
 def check_register_write(name, register, args):
-    field = register_field({name: register}, name)[1]
-    if set(args) != {"REGISTER_INDEX", "f1"} or field["name"].split(".")[-1] != "f1":
+    field = register_f1(register, name)
+    if set(args) != {"REGISTER_INDEX", "f1"}:
         raise ValueError(f"{name}: a register write names REGISTER_INDEX and f1 alone")
-    check_fits(name, "REGISTER_INDEX", args["REGISTER_INDEX"], (register["size"] - 1).bit_length())
+    check_fits(name, "REGISTER_INDEX", args["REGISTER_INDEX"], 32)
     if args["REGISTER_INDEX"] >= register["size"]:
         raise ValueError(f"{name}: index {args['REGISTER_INDEX']} beyond its {register['size']}")
     check_fits(name, "f1", args["f1"], field["type"]["width"])
@@ -119,9 +120,8 @@ def check_register_write(name, register, args):
 def check_learner(body, tables):
     """learn_members_forever() reads register heard by the names bfrt.json gives it, and its
     ATP_MEMBERS name slots within it."""
-    register, field = register_field(tables, "pipe.AtpIngress.heard")
-    if field["name"] != "AtpIngress.heard.f1":
-        raise ValueError("bfrt.json's register AtpIngress.heard has no field f1")
+    register = tables.get("pipe.AtpIngress.heard")
+    register_f1(register, "AtpIngress.heard")
     for call in LEARNER_CALLS:
         if call not in body:
             raise ValueError(f"learn_members_forever() does not call {call}")
@@ -136,10 +136,7 @@ def check_claim_clock(body, tables):
     """The claim clock function writes the epoch register by the names bfrt.json gives it."""
     if CLAIM_CLOCK not in body:
         raise ValueError("claim_clock_forever() does not write the claim epoch")
-    register = tables.get("pipe.AtpIngress.claim_epoch")
-    if register is None or [k["name"] for k in register["key"]] != ["$REGISTER_INDEX"] or \
-            [d["singleton"]["name"].split(".")[-1] for d in register["data"]] != ["f1"]:
-        raise ValueError("bfrt.json has no register AtpIngress.claim_epoch with field f1")
+    register_f1(tables.get("pipe.AtpIngress.claim_epoch"), "AtpIngress.claim_epoch")
 
 
 def check_script(path, tables):

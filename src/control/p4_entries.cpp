@@ -413,14 +413,14 @@ std::string bfrt_python_script(const P4Entries& entries, const std::string& prog
       "# Run on the switch: bfshell -b THIS_FILE (the program loaded as '{}').\n"
       "p4 = bfrt.{}.pipe\n",
       program, program);
-  // A member's heard slot may say heard from a job that held it before: cleared before any entry
-  // can set it.
-  if (!remove)
+  if (!remove) {
+    // A member's heard slot may say heard from a job that held it before: cleared before any
+    // entry can set it.
     for (const auto& g : entries.groups)
       for (std::uint32_t slot : g.slots)
         s += fmt::format("p4.AtpIngress.heard.mod(REGISTER_INDEX={}, f1=0)\n", slot);
-  if (!remove)
     for (const auto& e : entries.tables) s += bfrt_line(e, false) + "\n";
+  }
   // A group's node carries the group id as its node id and replication id. It starts with no
   // port: learn_members_forever() adds each member once heard.
   for (const auto& g : entries.groups) {
