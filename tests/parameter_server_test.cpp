@@ -171,6 +171,63 @@ TEST_F(ParameterServerTest, ALateCopyGoesToItsAskerAloneUnlessTheLeadOrSeveralAs
   EXPECT_EQ(header_of(copy[0]).workers_bitmap, 0u);
 }
 
+// A reduce-scatter shard's seq (its fragments name an owner, protocol.md §8.1): the values go
+// to the owner alone and a header-only done copy to every worker, and so on for late copies;
+// a contribution naming another owner, or a worker outside the job, is refused.
+TEST_F(ParameterServerTest, AShardsValuesGoToItsOwnerAloneAndEveryoneElseGetsADoneCopy) {
+  const std::uint32_t owner = proto::encode_result_owner({1, 2});
+  auto owned = [&](PacketSpec p) {
+    p.remap_index = owner;
+    return p;
+  };
+  send(owned(rack_sum(0, {1, 2})));
+  PacketSpec other_owner = single(1, 0, {10, 10});
+  other_owner.remap_index = proto::encode_result_owner({0, 1});
+  send(other_owner);
+  PacketSpec plain = single(1, 0, {10, 10});  // an allreduce's fragment for the same seq
+  send(plain);
+  PacketSpec stranger = single(1, 0, {10, 10});
+  stranger.seq = 1;
+  stranger.remap_index = proto::encode_result_owner({1, 3});  // rack 1 has 3 workers
+  send(stranger);
+  EXPECT_EQ(counters().rejected, 3u);
+  send(owned(single(1, 0, {10, 10})));
+  send(owned(single(1, 1, {100, 100})));
+  EXPECT_TRUE(sent().empty());
+  send(owned(single(1, 2, {1000, -1000})));
+  auto results = sent();
+  ASSERT_EQ(results.size(), 2u);
+  const auto done = header_of(results[0]);
+  EXPECT_TRUE(done.has(flag::kResult));
+  EXPECT_EQ(done.value_count, 0u);
+  EXPECT_EQ(done.workers_bitmap, 0u);  // to every worker
+  const auto full = header_of(results[1]);
+  EXPECT_TRUE(full.is_addressed_result());
+  EXPECT_EQ(full.rack, 1);
+  EXPECT_EQ(full.workers_bitmap, 1u << 2);
+  EXPECT_EQ(values_of(results[1]), (std::vector<std::int32_t>{1111, -888}));
+  EXPECT_EQ(counters().done_copies, 1u);
+
+  auto query_from = [&](std::uint8_t rack, std::uint8_t worker) {
+    PacketSpec q = single(rack, worker, {});
+    q.kind = proto::Kind::query;
+    send(q);
+    return sent();
+  };
+  auto copy = query_from(1, 1);  // not the owner: a done copy, to it alone
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(header_of(copy[0]).value_count, 0u);
+  EXPECT_EQ(header_of(copy[0]).workers_bitmap, 1u << 1);
+  copy = query_from(1, 2);  // the owner: its values
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(values_of(copy[0]), (std::vector<std::int32_t>{1111, -888}));
+  EXPECT_EQ(header_of(copy[0]).workers_bitmap, 1u << 2);
+  copy = query_from(0, 0);  // the seq's recovery lead asks for everyone: both again
+  ASSERT_EQ(copy.size(), 2u);
+  EXPECT_EQ(header_of(copy[0]).value_count, 0u);
+  EXPECT_EQ(header_of(copy[1]).value_count, 2u);
+}
+
 // A query is 44 bytes and its answer a kept result (multicast to the job's members until late
 // copies were addressed): a member asking without end drew 20x its bytes out of the fabric
 // (issue 49 item 1). Each worker's answers are budgeted (4 rings at once, refilled at 4 rings

@@ -346,6 +346,29 @@ TEST_F(RackSwitch, AResultNamingOneWorkerFreesTheAggregatorAndGoesToThatWorkerOn
   EXPECT_EQ(switch_counters().malformed, 1u);
 }
 
+// A reduce-scatter shard (protocol.md §8.1): the owner its fragments name rides up on their
+// sum untouched, and the PS's header-only result for the others (a done copy) frees the
+// aggregator and fans out like any result.
+TEST_F(RackSwitch, AShardsOwnerRidesUpOnItsSumAndItsDoneCopyFreesAndFansOut) {
+  const std::uint32_t owner = proto::encode_result_owner({0, 1});
+  PacketSpec first = worker(0, {1, 2, 3}), last = worker(1, {10, -20, 30});
+  first.remap_index = last.remap_index = owner;
+  auto a = make_packet(first), b = make_packet(last);
+  run(a);
+  ASSERT_EQ(run(b).action, Action::port);
+  EXPECT_EQ(header_of(b).remap_index, owner);
+  EXPECT_EQ(values_of(b), (std::vector<std::int32_t>{11, -18, 33}));
+  PacketSpec done;
+  done.flags = flag::kResult;
+  done.workers = 0;
+  done.values.clear();
+  auto d = make_packet(done);
+  const Verdict f = run(d);
+  ASSERT_EQ(f.action, Action::multicast);
+  EXPECT_EQ(group_of(f), kWorkers);
+  EXPECT_FALSE(agg().valid());
+}
+
 // The run handshake passes untouched, even where its fields name a held aggregator.
 TEST_F(RackSwitch, HandshakePassesWithoutTouchingAnyAggregator) {
   auto a = make_packet(worker(0, {1, 2, 3}));
@@ -671,6 +694,23 @@ TEST_F(SpineSwitch, AResultNamingOneWorkerGoesToItsRackOnly) {
   const Verdict f = run(p);
   ASSERT_EQ(f.action, Action::port);
   EXPECT_EQ(f.port, kRacks[1]);
+  EXPECT_FALSE(agg(5).valid());
+}
+
+// A done copy (a reduce-scatter shard's header-only result) frees and fans out to every rack.
+TEST_F(SpineSwitch, ADoneCopyFreesTheAggregatorAndFansOutToTheJobsRacks) {
+  PacketSpec first = rack_sum(0, {1, 2});
+  first.remap_index = proto::encode_result_owner({1, 3});
+  auto a = make_packet(first);
+  run(a);
+  EXPECT_TRUE(agg(5).valid());
+  PacketSpec done = rack_sum(0, {});
+  done.flags = flag::kResult;
+  done.racks = 0;
+  auto p = make_packet(done);
+  const Verdict f = run(p);
+  ASSERT_EQ(f.action, Action::multicast);
+  EXPECT_EQ(group_of(f), kRacks);
   EXPECT_FALSE(agg(5).valid());
 }
 

@@ -104,6 +104,38 @@ TEST_F(WorkerLibrary, CppCommunicatorsSumExactlyBlockingAndAsync) {
   for (const auto& o : out) EXPECT_EQ(0, std::memcmp(o.data(), expected.data(), n * 4));
 }
 
+// A reduce-scatter through the real daemons: each rank gets its own shard's exact sum, and
+// only that shard's values come down to it (a header for each seq of the other's shard).
+TEST_F(WorkerLibrary, AReduceScatterBringsEachRankItsOwnShardAlone) {
+  const std::size_t shard = 10'000, n = 2 * shard;
+  std::vector<std::vector<float>> in = {gradients(0, n), gradients(1, n)};
+  std::vector<std::vector<float>> out(2, std::vector<float>(shard, -1.0f));
+  std::vector<engines::WorkerStats> stats(2);
+  std::vector<std::thread> workers;
+  for (std::uint32_t rank = 0; rank < 2; ++rank)
+    workers.emplace_back([&, rank] {
+      auto comm = Communicator::from_cluster(*cluster_, 5, rank);
+      comm->reduce_scatter_async(quant::Precision::float32, in[rank].data(), out[rank].data(), shard)
+          .get();
+      // In place: the output is this rank's shard of the input.
+      std::vector<float> again = in[rank];
+      float* mine = again.data() + rank * shard;
+      comm->reduce_scatter_async(quant::Precision::float32, again.data(), mine, shard).get();
+      EXPECT_EQ(0, std::memcmp(mine, out[rank].data(), shard * 4));
+      stats[rank] = comm->stats();
+    });
+  for (auto& w : workers) w.join();
+  const auto expected = exact(n);
+  runtime::AddressBook book;
+  const std::size_t k = cluster_->worker_config(5, 0, book).values_per_packet;
+  const std::size_t per_shard = (shard + k - 1) / k;
+  for (std::uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(0, std::memcmp(out[rank].data(), expected.data() + rank * shard, shard * 4)) << rank;
+    EXPECT_EQ(stats[rank].results, 4 * per_shard);  // two calls of two shards
+    EXPECT_EQ(stats[rank].done_copies, 2 * per_shard) << "only its own shard's values came down";
+  }
+}
+
 // float16 and bfloat16 tensors go through the Communicator as themselves: quantized straight
 // from their values, the sum rounded once into them, in place and with tails; a fragment holding
 // an infinity travels as float32 and comes back as the halves' float32 sum rounded once.

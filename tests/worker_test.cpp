@@ -143,6 +143,42 @@ TEST_F(WorkerTest, WritesDequantizedResultsAndCompletes) {
   EXPECT_FALSE(w.next_timer().has_value());
 }
 
+// A reduce-scatter's shards (Worker::submit with an owner): each fragment names its shard's
+// owner, a header-only result completes a fragment of another worker's shard and leaves the
+// output alone, and the owner waits for its values, whatever done copies come first.
+TEST_F(WorkerTest, AShardOfAnotherWorkerCompletesOnDoneCopiesAndItsOwnOnItsValues) {
+  const proto::ResultOwner other{0, 1}, self{1, 2};
+  std::vector<float> theirs_in(8, 0.5f), mine_in(4, 0.5f), mine_out(4, -1.0f);
+  const auto theirs = w.submit(0, quant::Precision::float32, theirs_in.data(), nullptr,
+                               theirs_in.size(), out, other);
+  const auto mine = w.submit(0, quant::Precision::float32, mine_in.data(), mine_out.data(),
+                             mine_in.size(), out, self);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 3u);
+  EXPECT_EQ(header_of(frags[0]).remap_index, proto::encode_result_owner(other));
+  EXPECT_EQ(header_of(frags[1]).remap_index, proto::encode_result_owner(other));
+  EXPECT_EQ(header_of(frags[2]).remap_index, proto::encode_result_owner(self));
+  auto done_copy = [&](const std::vector<std::uint8_t>& fragment) {
+    PacketSpec r = downward_for(header_of(fragment));
+    r.flags = flag::kResult;
+    r.values.clear();
+    return make_packet(r);
+  };
+  w.on_packet(1000, done_copy(frags[0]), out);
+  w.on_packet(1000, done_copy(frags[1]), out);
+  EXPECT_EQ(w.status(theirs), AllreduceStatus::done);
+  w.on_packet(1000, done_copy(frags[2]), out);  // its own shard: the values are still due
+  EXPECT_EQ(w.status(mine), AllreduceStatus::pending);
+  EXPECT_EQ(w.stats().done_copies, 2u);
+  w.on_packet(1100, result_for(frags[2], 8 * 128), out);
+  EXPECT_EQ(w.status(mine), AllreduceStatus::done);
+  for (float v : mine_out) EXPECT_EQ(v, 4.0f);
+  EXPECT_EQ(w.stats().malformed, 0u);
+  EXPECT_THROW(w.submit(0, quant::Precision::float32, mine_in.data(), nullptr, 4, out,
+                        proto::ResultOwner{2, 0}),  // the job has 2 racks
+               std::invalid_argument);
+}
+
 // A receive call's results go in as one batch: each is taken, and the window it frees filled,
 // as alone, but the round trip is sampled once, from the most recently sent result (the
 // others waited in the receive queue for it).

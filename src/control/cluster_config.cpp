@@ -646,6 +646,14 @@ std::vector<engines::PsJob> ClusterConfig::server_jobs(const std::string& name,
   return out;
 }
 
+std::vector<proto::ResultOwner> ClusterConfig::rank_positions(std::uint32_t id) const {
+  const Placement p = placement(job(id));
+  std::vector<proto::ResultOwner> out;
+  for (std::size_t rank = 0; rank < p.rack_of.size(); ++rank)
+    out.push_back({p.rack_of[rank], p.rank_in_rack[rank]});
+  return out;
+}
+
 engines::WorkerConfig ClusterConfig::worker_config(std::uint32_t id, std::size_t rank,
                                                    runtime::AddressBook& book,
                                                    engines::WorkerConfig base) const {

@@ -160,6 +160,9 @@ class ClusterConfig {
   engines::WorkerConfig worker_config(std::uint32_t id, std::size_t rank,
                                       runtime::AddressBook& book,
                                       engines::WorkerConfig base = {}) const;
+  // Where each rank of job `id` sits, in rank order: its rack within the job and its bit in
+  // that rack (what a reduce-scatter shard's fragments name as its owner).
+  std::vector<proto::ResultOwner> rank_positions(std::uint32_t id) const;
 
  private:
   struct Placement {  // a job's racks, derived from its workers

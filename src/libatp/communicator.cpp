@@ -6,13 +6,13 @@
 namespace atp {
 
 Communicator::Communicator(engines::WorkerConfig config, runtime::Endpoint bind,
-                           runtime::AddressBook book)
-    : Communicator(config, runtime::UdpSocket(bind), std::move(book)) {}
+                           runtime::AddressBook book, std::vector<proto::ResultOwner> ranks)
+    : Communicator(config, runtime::UdpSocket(bind), std::move(book), std::move(ranks)) {}
 
 Communicator::Communicator(engines::WorkerConfig config, runtime::UdpSocket socket,
-                           runtime::AddressBook book)
+                           runtime::AddressBook book, std::vector<proto::ResultOwner> ranks)
     : config_(config), book_(std::move(book)), socket_(std::move(socket)), worker_(config),
-      run_(worker_.run()) {
+      ranks_(std::move(ranks)), run_(worker_.run()) {
   loop_.watch(socket_.fd(), [this] { on_readable(); });
   timer_ = loop_.add_timer([this] { on_timer(); });
   loop_.on_wake([this] { on_wake(); });
@@ -24,7 +24,7 @@ Communicator::~Communicator() {
   loop_.wake();
   io_.join();
   const std::string reason = "communicator closed before the allreduce finished";
-  for (auto& [id, p] : pending_) p.set_exception(std::make_exception_ptr(std::runtime_error(reason)));
+  fail_pending(reason);
   for (auto& r : queue_) r.done.set_exception(std::make_exception_ptr(std::runtime_error(reason)));
 }
 
@@ -37,7 +37,7 @@ std::unique_ptr<Communicator> Communicator::from_cluster(const control::ClusterC
   config.claim_run = run.has_value();  // a launcher's run id: PS 0 refuses one already used
   config.join_nonce = std::random_device{}() | 1u;  // non-zero
   return std::make_unique<Communicator>(config, cluster.job(job).workers[rank].address,
-                                        std::move(book));
+                                        std::move(book), cluster.rank_positions(job));
 }
 
 std::unique_ptr<Communicator> Communicator::from_cluster_file(const std::string& path,
@@ -60,7 +60,19 @@ std::future<void> Communicator::allreduce_async(std::span<const float> input,
 
 std::future<void> Communicator::allreduce_async(quant::Precision precision, const void* input,
                                                 void* output, std::size_t count) {
-  Request r{precision, input, output, count, {}};
+  return enqueue(Request{precision, input, output, count, false, {}});
+}
+
+std::future<void> Communicator::reduce_scatter_async(quant::Precision precision,
+                                                     const void* input, void* output,
+                                                     std::size_t count) {
+  if (ranks_.empty())
+    throw std::logic_error("reduce_scatter: this Communicator was built without the job's "
+                           "rank positions (ClusterConfig::rank_positions)");
+  return enqueue(Request{precision, input, output, count, true, {}});
+}
+
+std::future<void> Communicator::enqueue(Request r) {
   std::future<void> done = r.done.get_future();
   {
     std::lock_guard lock(mutex_);
@@ -89,13 +101,44 @@ void Communicator::on_wake() {
   const Time now = runtime::monotonic_now();
   for (auto& r : requests) {
     try {
-      const std::uint32_t id = worker_.submit(now, r.precision, r.input, r.output, r.count, outbox_);
-      pending_.emplace(id, std::move(r.done));
+      submit(now, r);
     } catch (...) {
       r.done.set_exception(std::current_exception());
     }
   }
   after_engine();
+}
+
+// A reduce-scatter is a tensor per rank's shard, each naming that rank as its owner: the
+// worker engine sends every shard and keeps only its own shard's values.
+void Communicator::submit(Time now, Request& r) {
+  auto call = std::make_shared<Call>();
+  if (!r.scatter) {
+    const std::uint32_t id = worker_.submit(now, r.precision, r.input, r.output, r.count, outbox_);
+    call->tensors_left = 1;
+    call->done = std::move(r.done);
+    pending_.emplace(id, call);
+    return;
+  }
+  const std::size_t bytes = r.count * quant::bytes_per_value(r.precision);
+  std::vector<std::uint32_t> ids;
+  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+    const bool mine = ranks_[rank] == proto::ResultOwner{config_.rack, config_.rank_in_rack};
+    ids.push_back(worker_.submit(now, r.precision, static_cast<const std::uint8_t*>(r.input) + rank * bytes,
+                                 mine ? r.output : nullptr, r.count, outbox_, ranks_[rank]));
+  }
+  call->tensors_left = ids.size();
+  call->done = std::move(r.done);
+  for (std::uint32_t id : ids) pending_.emplace(id, call);
+}
+
+void Communicator::fail_pending(const std::string& reason) {
+  for (auto& [id, call] : pending_) {
+    if (call->tensors_left == 0) continue;  // failed through another of its tensors
+    call->tensors_left = 0;
+    call->done.set_exception(std::make_exception_ptr(std::runtime_error(reason)));
+  }
+  pending_.clear();
 }
 
 void Communicator::on_readable() {
@@ -120,24 +163,23 @@ void Communicator::on_timer() {
 
 void Communicator::after_engine() {
   socket_.send(outbox_, book_, to_send_);
+  {
+    // Before any call completes: its caller reads stats that include it.
+    std::lock_guard lock(mutex_);
+    stats_ = worker_.stats();
+    run_ = worker_.run();
+  }
   for (std::uint32_t id : worker_.take_completed()) {
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;
-    it->second.set_value();
+    if (--it->second->tensors_left == 0) it->second->done.set_value();
     pending_.erase(it);
   }
-  if (worker_.failed()) {
-    for (auto& [id, p] : pending_)
-      p.set_exception(std::make_exception_ptr(std::runtime_error(worker_.error())));
-    pending_.clear();
-  }
+  if (worker_.failed()) fail_pending(worker_.error());
   if (auto t = worker_.next_timer())
     loop_.arm(timer_, *t);
   else
     loop_.disarm(timer_);
-  std::lock_guard lock(mutex_);
-  stats_ = worker_.stats();
-  run_ = worker_.run();
 }
 
 }  // namespace atp

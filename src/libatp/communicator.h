@@ -30,10 +30,14 @@ namespace atp {
 
 class Communicator {
  public:
-  // `bind` is this worker's address; NodeIds in `config` resolve through `book`.
-  Communicator(engines::WorkerConfig config, runtime::Endpoint bind, runtime::AddressBook book);
+  // `bind` is this worker's address; NodeIds in `config` resolve through `book`. `ranks`:
+  // where every rank of the job sits (ClusterConfig::rank_positions), which reduce_scatter
+  // needs; empty, it refuses.
+  Communicator(engines::WorkerConfig config, runtime::Endpoint bind, runtime::AddressBook book,
+               std::vector<proto::ResultOwner> ranks = {});
   // The same on a socket already bound to the worker's address.
-  Communicator(engines::WorkerConfig config, runtime::UdpSocket socket, runtime::AddressBook book);
+  Communicator(engines::WorkerConfig config, runtime::UdpSocket socket, runtime::AddressBook book,
+               std::vector<proto::ResultOwner> ranks = {});
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -58,6 +62,13 @@ class Communicator {
   std::future<void> allreduce_async(quant::Precision precision, const void* input, void* output,
                                     std::size_t count);
 
+  // Reduce-scatter: `input` holds one shard of `count` values per rank, in rank order; the sum
+  // of this rank's shard over the job lands in `output` (`count` values), and only that shard's
+  // sums come down to this host: the others' seqs answer it with a header each (protocol.md
+  // §8.1). Every rank must call it alike. `output` may be this rank's shard of `input`.
+  std::future<void> reduce_scatter_async(quant::Precision precision, const void* input,
+                                         void* output, std::size_t count);
+
   engines::WorkerStats stats() const;
   // The run this worker's fragments name: the configured one, or the one PS 0 handed out
   // (nullopt until its answer came).
@@ -70,8 +81,17 @@ class Communicator {
     const void* input;
     void* output;
     std::size_t count;
+    bool scatter = false;  // reduce_scatter: `count` values per rank
     std::promise<void> done;
   };
+  // A call on its way: done once its every tensor is (a reduce-scatter is one per rank).
+  struct Call {
+    std::promise<void> done;
+    std::size_t tensors_left = 0;
+  };
+  std::future<void> enqueue(Request r);
+  void submit(Time now, Request& r);
+  void fail_pending(const std::string& reason);
   void on_wake();
   void on_readable();
   void on_timer();
@@ -87,7 +107,8 @@ class Communicator {
   runtime::ReceiveBatch received_{64, 65536};
   std::vector<engines::Arrival> arrivals_;  // received_'s datagrams as the worker takes them
   runtime::SendBatch to_send_;
-  std::map<std::uint32_t, std::promise<void>> pending_;
+  std::map<std::uint32_t, std::shared_ptr<Call>> pending_;  // by tensor id
+  std::vector<proto::ResultOwner> ranks_;
 
   mutable std::mutex mutex_;  // guards queue_, stats_ and run_
   std::deque<Request> queue_;

@@ -111,7 +111,8 @@ void JobRendezvous::join(const std::string& admission, runtime::UdpSocket socket
   runtime::AddressBook book;
   engines::WorkerConfig config = cluster.worker_config(job_, static_cast<std::size_t>(rank_), book);
   config.run = answer.at("run").get<std::uint16_t>();  // each admission is a fresh job
-  communicator_ = std::make_unique<Communicator>(config, std::move(socket), std::move(book));
+  communicator_ = std::make_unique<Communicator>(config, std::move(socket), std::move(book),
+                                                 cluster.rank_positions(job_));
 }
 
 JobRendezvous::~JobRendezvous() {

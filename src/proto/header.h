@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -58,6 +59,27 @@ enum class Kind : std::uint8_t {
 // answered with that launch's kept results (engines/ps/run_registry.h).
 inline constexpr std::uint32_t kRunClaim = 1u << 16;
 inline constexpr std::uint32_t kRunRefused = 1u << 17;
+
+// An upward fragment's `remap_index` (0 on an allreduce's): a reduce-scatter shard's fragment
+// names the one worker that keeps the seq's values, kResultOwner | rack << 8 | rank in the
+// rack. Its PS sends the result to that worker alone and a header-only result (value_count
+// 0, a "done copy") to the job's members, whose windows and recovery still need to know the seq
+// is summed (docs/protocol.md §8.1). Switches carry the field up untouched.
+inline constexpr std::uint32_t kResultOwner = 1u << 31;
+struct ResultOwner {
+  std::uint8_t rack = 0;
+  std::uint8_t rank_in_rack = 0;
+  bool operator==(const ResultOwner&) const = default;
+};
+inline std::uint32_t encode_result_owner(ResultOwner o) {
+  return kResultOwner | std::uint32_t{o.rack} << 8 | o.rank_in_rack;
+}
+// The owner a fragment names; nullopt for an allreduce's fragment (or a field not of this form).
+inline std::optional<ResultOwner> decode_result_owner(std::uint32_t remap_index) {
+  if ((remap_index & ~0xFFFFu) != kResultOwner) return std::nullopt;
+  return ResultOwner{static_cast<std::uint8_t>(remap_index >> 8),
+                     static_cast<std::uint8_t>(remap_index)};
+}
 
 // Where each field sits (docs/protocol.md has the layout).
 namespace offset {

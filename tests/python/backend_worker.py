@@ -99,6 +99,7 @@ def reductions(rank, size, gloo):
     shards = [values(rank * size + r, 1000) for r in range(size)]
     expected = [exact_sum(gloo, s.clone()) for s in shards]  # shard r: every rank's r-th
     mine = torch.zeros(1000)
+    before = pg.worker_stats()
     dist.reduce_scatter(mine, shards)
     report["reduce_scatter_exact"] = bool(torch.equal(mine, expected[rank]))
     whole = values(rank, 1000 * size).to(torch.bfloat16)
@@ -106,6 +107,9 @@ def reductions(rank, size, gloo):
     dist._reduce_scatter_base(part, whole, op=dist.ReduceOp.AVG)
     report["reduce_scatter_base_exact"] = bool(
         torch.equal(part, exact_sum(gloo, whole.clone(), True)[rank * 1000:(rank + 1) * 1000]))
+    after = pg.worker_stats()
+    report["reduce_scatter_results"] = after["results"] - before["results"]
+    report["reduce_scatter_done_copies"] = after["done_copies"] - before["done_copies"]
     for _ in range(3):  # an int64 SUM ATP cannot carry: Gloo's, said once
         dist.all_reduce(torch.ones(4, dtype=torch.int64))
     report["traffic"] = pg.traffic()

@@ -87,6 +87,10 @@ def test_half_precision_coalesced_and_reduce_scatter_go_through_atp_exactly(tmp_
                 assert traffic[kind]["atp_calls"] > 0 and traffic[kind]["gloo_calls"] == 0, (kind, traffic)
             assert traffic["allreduce Long"] == {"atp_calls": 0, "atp_bytes": 0, "gloo_calls": 3,
                                                  "gloo_bytes": 96}, traffic
+            # Each rank took its own shard's values and a header for every other shard's seq
+            # (protocol.md §8.1): of the reduce-scatters' results, (size - 1) / size are done copies.
+            results, done = r["reduce_scatter_results"], r["reduce_scatter_done_copies"]
+            assert done > 0 and done * nproc == results * (nproc - 1), (results, done)
         # The fallback is said once per rank, at warning level, not once per call.
         assert out.count("allreduce of Long with this op goes through Gloo") == nproc, out[-3000:]
 

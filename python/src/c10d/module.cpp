@@ -53,6 +53,16 @@ PYBIND11_MODULE(_c10d, m) {
       .def_property_readonly("atp_allreduces", &ProcessGroupATP::atp_allreduces)
       .def_property_readonly("gloo_allreduces", &ProcessGroupATP::gloo_allreduces)
       .def(
+          "worker_stats",
+          [](const ProcessGroupATP& pg) {
+            py::dict d;
+            atp::engines::for_each_field(pg.worker_stats(),
+                                         [&](const char* name, std::uint64_t v) { d[name] = v; });
+            return d;
+          },
+          "This rank's worker counters: results, done_copies (a reduce-scatter shard of another "
+          "rank's, its values not sent to this host), resends, ...")
+      .def(
           "traffic",
           [](const ProcessGroupATP& pg) {
             py::dict out;

@@ -206,9 +206,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::submit(std::vector<Part> parts, 
         f.future = future;
       }
       at::Tensor& values = f.part.staged;
-      f.done = rendezvous_->communicator().allreduce_async(
-          precision_of(values), values.data_ptr(), values.data_ptr(),
-          static_cast<std::size_t>(values.numel()));
+      auto& communicator = rendezvous_->communicator();
+      if (f.part.shard > 0) {
+        at::Tensor mine = values.narrow(0, rank_ * f.part.shard, f.part.shard);
+        f.done = communicator.reduce_scatter_async(precision_of(values), values.data_ptr(),
+                                                   mine.data_ptr(),
+                                                   static_cast<std::size_t>(f.part.shard));
+      } else {
+        f.done = communicator.allreduce_async(precision_of(values), values.data_ptr(),
+                                              values.data_ptr(),
+                                              static_cast<std::size_t>(values.numel()));
+      }
       in_flight_.push_back(std::move(f));
     }
   }
@@ -252,8 +260,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::allreduce_coalesced(
   return submit(std::move(parts), average, tensors, c10d::OpType::ALLREDUCE_COALESCED);
 }
 
-// The whole input summed in the network, each rank keeping its own shard: every rank still
-// receives every shard's sum (results are multicast to the job; docs/pytorch.md).
+// The whole input summed in the network, and only this rank's shard's sums sent down to it
+// (Communicator::reduce_scatter_async; docs/protocol.md §8.1).
 c10::intrusive_ptr<c10d::Work> ProcessGroupATP::reduce_scatter(
     std::vector<at::Tensor>& out, std::vector<std::vector<at::Tensor>>& in,
     const c10d::ReduceScatterOptions& o) {
@@ -265,7 +273,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::reduce_scatter(
   at::Tensor mine = out[0];
   const std::int64_t offset = rank_ * mine.numel();
   return submit({{float32_copy(in[0]),
-                 [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }}},
+                 [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); },
+                 mine.numel()}},
                 o.reduceOp.op_ == c10d::ReduceOp::AVG, out, c10d::OpType::REDUCE_SCATTER);
 }
 
@@ -277,7 +286,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::_reduce_scatter_base(
   at::Tensor mine = out;
   const std::int64_t offset = rank_ * out.numel();
   return submit({{float32_copy({in}),
-                 [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); }}},
+                 [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); },
+                 mine.numel()}},
                 o.reduceOp.op_ == c10d::ReduceOp::AVG, {out}, c10d::OpType::_REDUCE_SCATTER_BASE);
 }
 
@@ -304,7 +314,10 @@ void ProcessGroupATP::finish(InFlight& f) {
       } catch (const std::exception& e) {
         throw std::runtime_error("ATP allreduce of job " + std::to_string(job()) + " failed: " + e.what());
       }
-      if (f.average) f.part.staged.div_(size_);
+      if (f.average) {
+        if (f.part.shard > 0) f.part.staged.narrow(0, rank_ * f.part.shard, f.part.shard).div_(size_);
+        else f.part.staged.div_(size_);
+      }
       f.part.deliver(f.part.staged);
     } catch (...) {
       error = std::current_exception();

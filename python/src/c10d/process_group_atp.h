@@ -35,6 +35,8 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   void shutdown();
   // Allreduces this group sent through ATP, and through Gloo.
   std::uint64_t atp_allreduces() const { return atp_calls_; }
+  // This rank's worker engine's counters (results, done copies, resends, ...).
+  engines::WorkerStats worker_stats() const { return rendezvous_->communicator().stats(); }
   std::uint64_t gloo_allreduces() const { return gloo_calls_; }
   // Per call kind and dtype ("allreduce float16", ...): calls and tensor bytes through ATP and
   // through Gloo, for the reductions ATP can carry.
@@ -89,6 +91,10 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   struct Part {
     at::Tensor staged;
     std::function<void(const at::Tensor& sum)> deliver;
+    // A reduce-scatter's: `staged` holds this many values per rank, and only this rank's shard
+    // (at rank * shard) is summed into it; the other shards' sums never come to this host.
+    // 0: an allreduce of the whole of `staged`.
+    std::int64_t shard = 0;
   };
   // One ATP sum on its way: completed, in submission order, by the completer thread, so the
   // Communicator's I/O thread never runs DDP's callbacks.

@@ -15,6 +15,16 @@ namespace atp::engines {
 
 namespace flag = proto::flag;
 
+namespace {
+
+// The owner a fragment names, as its entry keeps it (0: an allreduce's fragment).
+std::uint32_t owner_mark_of(const proto::Header& h) {
+  const auto owner = proto::decode_result_owner(h.remap_index);
+  return owner ? proto::encode_result_owner(*owner) : 0;
+}
+
+}  // namespace
+
 std::uint64_t ParameterServer::memory_bound(const PsJob& config) {
   std::uint64_t workers = 0;
   for (auto w : config.workers_per_rack) workers += w;
@@ -114,7 +124,7 @@ void ParameterServer::on_packet(Time now, std::span<const std::uint8_t> packet, 
     ++job->counters.stale;
     return;
   }
-  if (h.value_count != e->value_count) {
+  if (h.value_count != e->value_count || owner_mark_of(h) != e->owner_mark) {
     ++job->counters.rejected;
     return;
   }
@@ -208,6 +218,12 @@ bool ParameterServer::consistent(const Job& job, const proto::Header& h) const {
   const auto racks = job.config.workers_per_rack.size();
   if (h.job_fan_in != racks || h.value_count > job.config.values_per_packet) return false;
   if (h.rack_fan_in != job.config.workers_per_rack[h.rack]) return false;
+  // A reduce-scatter shard's owner must be a worker of the job.
+  if (h.kind == proto::Kind::fragment) {
+    const auto owner = proto::decode_result_owner(h.remap_index);
+    if (owner && (owner->rack >= racks || owner->rank_in_rack >= job.config.workers_per_rack[owner->rack]))
+      return false;
+  }
   return true;
 }
 
@@ -423,6 +439,7 @@ ParameterServer::Entry* ParameterServer::entry_for(Job& job, const proto::Header
   e.seq = h.seq;
   e.aggregator = h.aggregator;
   e.value_count = h.value_count;
+  e.owner_mark = owner_mark_of(h);
   e.parts = 0;
   e.held.clear();
   e.moved_on.clear();
@@ -532,11 +549,34 @@ proto::Header ParameterServer::downward_header(const Job& job, std::uint32_t ten
 
 // The stored result bytes again, for a late resend or a query: the result was lost on its way
 // down to someone. Addressed to one worker (rack, bit), or to every worker.
-void ParameterServer::send_kept_result(const Job& job, Entry& e, Outbox& out,
+void ParameterServer::send_kept_result(Job& job, Entry& e, Outbox& out,
                                        std::optional<std::pair<unsigned, unsigned>> to) {
   proto::store_be16(e.result.data() + proto::offset::results_behind, results_behind(job, e));
-  auto copy = out.add(job.config.downstream, e.result.size());
-  std::copy(e.result.begin(), e.result.end(), copy.begin());
+  send_copies(job, e, out, to);
+}
+
+// A reduce-scatter shard's values go to its owner alone: every other worker gets the header,
+// which its window and loss recovery need, and its downlink carries 44 bytes for the seq
+// instead of K values (docs/protocol.md §8.1). The done copy goes first: a switch frees the
+// aggregator on either, and the owner, which waits for its values, ignores it.
+void ParameterServer::send_copies(Job& job, Entry& e, Outbox& out,
+                                  std::optional<std::pair<unsigned, unsigned>> to) {
+  const auto owner = proto::decode_result_owner(e.owner_mark);
+  if (!owner) return send_copy(job, e, out, to, true);
+  const std::pair<unsigned, unsigned> keeper{owner->rack, owner->rank_in_rack};
+  if (!to || *to != keeper) {
+    send_copy(job, e, out, to, false);
+    ++job.counters.done_copies;
+  }
+  if (!to || *to == keeper) send_copy(job, e, out, keeper, true);
+}
+
+void ParameterServer::send_copy(const Job& job, const Entry& e, Outbox& out,
+                                std::optional<std::pair<unsigned, unsigned>> to, bool values) {
+  const std::size_t bytes = values ? e.result.size() : proto::kHeaderBytes;
+  auto copy = out.add(job.config.downstream, bytes);
+  std::copy_n(e.result.begin(), bytes, copy.begin());
+  if (!values) proto::store_be16(copy.data() + proto::offset::value_count, 0);
   if (!to) return;
   const auto [rack, bit] = *to;
   copy[proto::offset::rack] = static_cast<std::uint8_t>(rack);
@@ -592,8 +632,7 @@ void ParameterServer::send_result(Job& job, Entry& e, bool floats, Outbox& out) 
   }
 
   proto::encode(h, e.result);  // result_payload() sized it
-  auto packet = out.add(job.config.downstream, e.result.size());
-  std::copy(e.result.begin(), e.result.end(), packet.begin());
+  send_copies(job, e, out, std::nullopt);
   e.complete = true;
   std::vector<float>().swap(e.floats);  // float mode is rare: give the memory back
   ++job.counters.completed;

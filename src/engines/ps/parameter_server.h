@@ -51,6 +51,7 @@ struct PsJob {
   X(superseded, "held sums replaced by a sum that includes them")                           \
   X(completed, "seqs completed")                                                            \
   X(completed_in_network, "seqs that arrived as one sum already complete")                  \
+  X(done_copies, "header-only results: a reduce-scatter shard's seq summed, for its non-owners") \
   X(float_fallbacks, "seqs switched to float32")                                            \
   X(float_requests, "float requests sent to the workers")                                   \
   X(late_results, "results sent again for late packets")                                    \
@@ -112,6 +113,9 @@ class ParameterServer {
     bool used = false, complete = false, float_mode = false, ecn = false, collided = false;
     std::uint32_t tensor = 0, seq = 0, aggregator = 0;
     std::uint16_t value_count = 0;
+    // A reduce-scatter shard's seq: its owner's proto::encode_result_owner (0: an allreduce's
+    // seq, its result to every worker). Every contribution must name the same.
+    std::uint32_t owner_mark = 0;
     std::uint32_t parts = 0;  // accepted contributions
     ContributorSet held;      // integer contributions summed so far
     ContributorSet moved_on;  // workers that sent seq + ring, so have this result
@@ -184,8 +188,14 @@ class ParameterServer {
   proto::Header downward_header(const Job& job, std::uint32_t tensor, std::uint32_t seq,
                                 std::uint32_t aggregator) const;
   std::uint16_t results_behind(const Job& job, const Entry& e) const;
-  void send_kept_result(const Job& job, Entry& e, Outbox& out,
+  void send_kept_result(Job& job, Entry& e, Outbox& out,
                         std::optional<std::pair<unsigned, unsigned>> to);
+  // e.result to one worker (rack, bit) or every worker; a shard's values to its owner alone,
+  // and a done copy (its header) to the others named.
+  void send_copies(Job& job, Entry& e, Outbox& out,
+                   std::optional<std::pair<unsigned, unsigned>> to);
+  void send_copy(const Job& job, const Entry& e, Outbox& out,
+                 std::optional<std::pair<unsigned, unsigned>> to, bool values);
 
   std::unordered_map<std::uint32_t, Job> jobs_;
   PsCounters counters_;

@@ -159,8 +159,11 @@ std::uint32_t Worker::submit(Time now, std::span<const float> input, std::span<f
 }
 
 std::uint32_t Worker::submit(Time now, quant::Precision precision, const void* input,
-                             void* output, std::size_t count, Outbox& out) {
+                             void* output, std::size_t count, Outbox& out,
+                             std::optional<proto::ResultOwner> owner) {
   if (failed()) throw std::runtime_error(error_);
+  if (owner && (owner->rack >= config_.job_fan_in || owner->rank_in_rack >= proto::kMaxFanIn))
+    throw std::invalid_argument("reduce-scatter: the shard's owner is not a worker of the job");
   const std::size_t k = config_.values_per_packet;
   const std::size_t fragments = (count + k - 1) / k;
   if (fragments > (std::size_t{1} << 30))
@@ -174,7 +177,10 @@ std::uint32_t Worker::submit(Time now, quant::Precision precision, const void* i
   tensors_.push_back(Tensor{id, static_cast<const std::uint8_t*>(input),
                             static_cast<std::uint8_t*>(output), count, end_seq_,
                             static_cast<std::uint32_t>(fragments), 0, precision,
-                            static_cast<std::uint32_t>(quant::bytes_per_value(precision))});
+                            static_cast<std::uint32_t>(quant::bytes_per_value(precision)),
+                            owner ? proto::encode_result_owner(*owner) : 0,
+                            !owner || *owner == proto::ResultOwner{config_.rack,
+                                                                   config_.rank_in_rack}});
   end_seq_ += static_cast<std::uint32_t>(fragments);
   if (!run_ && !join_started_) {
     join_started_ = now;
@@ -307,6 +313,7 @@ void Worker::transmit(Time now, Fragment& f, bool resend, Outbox& out) {
                          proto::wire_tensor(*run_, f.tensor->id), f.seq,
                          assignment(f.seq).aggregator,
                          f.count, packet.data());
+  if (t.owner_mark != 0) proto::store_be32(packet.data() + proto::offset::remap_index, t.owner_mark);
   f.last_sent = now;
   // Each fragment backs off its own timer: random loss is not a wrong round-trip estimate.
   f.rto_deadline = now + std::min(config_.max_rto, rtt_.rto() << std::min(f.timeouts, 6u));
@@ -359,6 +366,13 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
     }
     return;
   }
+  if (h.value_count == 0 && h.has(flag::kResult) && f.tensor->owner_mark != 0) {
+    // A done copy: the seq is summed, its values gone to the shard's owner. The owner waits
+    // for the values themselves (its recovery asks for them).
+    if (f.tensor->keeps_values) return;
+    ++stats_.done_copies;
+    return on_result(now, {h.flags, h.remap_index, h.results_behind}, nullptr, f, out);
+  }
   if (h.value_count != f.count || h.has(flag::kWrapped)) {
     ++stats_.malformed;
     return;
@@ -374,12 +388,14 @@ void Worker::on_packets(Time now, std::span<const Arrival> arrivals, Outbox& out
                                                     const std::uint8_t* values, Fragment& f,
                                                     Outbox& out) {
   const Tensor& t = *f.tensor;
-  std::uint8_t* dst = t.output + std::size_t{t.value_bytes} * f.offset;
-  prefetch_ahead<true>(dst, t.value_bytes * f.count);
-  if (h.has(flag::kFloatPayload))
-    quant::floats_from_wire(t.precision, values, f.count, dst);
-  else
-    quant::dequantize_from_wire(t.precision, values, f.count, config_.scale, dst);
+  if (t.keeps_values) {  // not another worker's shard of a reduce-scatter
+    std::uint8_t* dst = t.output + std::size_t{t.value_bytes} * f.offset;
+    prefetch_ahead<true>(dst, t.value_bytes * f.count);
+    if (h.has(flag::kFloatPayload))
+      quant::floats_from_wire(t.precision, values, f.count, dst);
+    else
+      quant::dequantize_from_wire(t.precision, values, f.count, config_.scale, dst);
+  }
 
   f.acked = true;
   --in_flight_;

@@ -108,6 +108,7 @@ enum class AllreduceStatus { pending, done, failed };
   X(requested_resends, "resends the PS asked for by name")                                    \
   X(float_fragments, "fragments sent as float32 (overflow or on request)")                  \
   X(results, "results taken")                                                               \
+  X(done_copies, "of them, header-only: a reduce-scatter shard another worker keeps")        \
   X(duplicate_results, "results for fragments already done")                                \
   X(ecn_marks, "results carrying a congestion mark")                                        \
   X(window_cuts, "congestion window halvings (ECN marks; timeouts never cut it)")           \
@@ -162,7 +163,12 @@ class Worker {
   // The same for `count` values of `precision` (half precision is quantized straight from the
   // 16-bit values and its results rounded once into them; quant/quantizer.h).
   std::uint32_t submit(Time now, quant::Precision precision, const void* input, void* output,
-                       std::size_t count, Outbox& out);
+                       std::size_t count, Outbox& out,
+                       std::optional<proto::ResultOwner> owner = std::nullopt);
+  // With `owner`, the tensor is one shard of a reduce-scatter: its sum goes to that worker of
+  // the job alone (into its `output`), and every other worker learns each fragment is summed
+  // from a header-only result, leaving its `output` untouched (it may be null). Every worker
+  // submits every shard, in the same order, naming the same owner (docs/protocol.md §8.1).
 
   // Datagrams that arrived together (one receive call's batch). Each result is taken in turn,
   // and new fragments go out into the window it freed; the round-trip sample, retiring
@@ -209,6 +215,8 @@ class Worker {
     std::uint32_t finished = 0;
     quant::Precision precision = quant::Precision::float32;
     std::uint32_t value_bytes = 4;  // of `precision`, in the tensor's memory
+    std::uint32_t owner_mark = 0;   // a shard's fragments' remap_index (proto::kResultOwner)
+    bool keeps_values = true;       // an allreduce, or this worker's own shard
   };
   // One in-flight fragment, kept in the ring's slot seq mod ring.
   struct Fragment {
