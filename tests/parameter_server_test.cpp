@@ -190,7 +190,11 @@ TEST_F(ParameterServerTest, AShardsValuesGoToItsOwnerAloneAndEveryoneElseGetsADo
   stranger.seq = 1;
   stranger.remap_index = proto::encode_result_owner({1, 3});  // rack 1 has 3 workers
   send(stranger);
-  EXPECT_EQ(counters().rejected, 3u);
+  PacketSpec garbled = single(1, 0, {10, 10});
+  garbled.seq = 2;
+  garbled.remap_index = proto::kResultOwner | 1u << 20;  // the owner's form, with stray bits
+  send(garbled);
+  EXPECT_EQ(counters().rejected, 4u);
   send(owned(single(1, 0, {10, 10})));
   send(owned(single(1, 1, {100, 100})));
   EXPECT_TRUE(sent().empty());

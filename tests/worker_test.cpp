@@ -179,6 +179,31 @@ TEST_F(WorkerTest, AShardOfAnotherWorkerCompletesOnDoneCopiesAndItsOwnOnItsValue
                std::invalid_argument);
 }
 
+// The owner of a shard whose values were lost on the way down, its done copy not: nobody else
+// misses those values (every other worker has its done copy, the seq's recovery lead too), so
+// the gap later results show is asked of the PS at once, not left to the lead.
+TEST_F(WorkerTest, AShardsOwnerAsksAtOnceForValuesLostAfterItsDoneCopy) {
+  const proto::ResultOwner self{1, 2};
+  ASSERT_FALSE(leads_recovery(0, 2, 1, 4, 2));  // seq 0's lead is another worker
+  std::vector<float> in(16, 0.5f), got(16, -1.0f);
+  const auto id = w.submit(0, quant::Precision::float32, in.data(), got.data(), in.size(), out, self);
+  auto frags = sent();
+  ASSERT_EQ(frags.size(), 4u);
+  PacketSpec done = downward_for(header_of(frags[0]));
+  done.flags = flag::kResult;
+  done.values.clear();
+  w.on_packet(1000, make_packet(done), out);  // seq 0's values copy is lost
+  for (std::size_t i = 1; i < 4; ++i) w.on_packet(1000, result_for(frags[i], 8 * 128), out);
+  auto asked = sent();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(header_of(asked[0]).kind, proto::Kind::query);
+  EXPECT_EQ(header_of(asked[0]).seq, 0u);
+  EXPECT_EQ(w.stats().deferred_gaps, 0u);
+  w.on_packet(1200, result_for(frags[0], 8 * 128), out);
+  EXPECT_EQ(w.status(id), AllreduceStatus::done);
+  for (float v : got) EXPECT_EQ(v, 4.0f);
+}
+
 // A receive call's results go in as one batch: each is taken, and the window it frees filled,
 // as alone, but the round trip is sampled once, from the most recently sent result (the
 // others waited in the receive queue for it).

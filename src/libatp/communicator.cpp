@@ -103,30 +103,37 @@ void Communicator::on_wake() {
     try {
       submit(now, r);
     } catch (...) {
-      r.done.set_exception(std::current_exception());
+      try {
+        r.done.set_exception(std::current_exception());
+      } catch (const std::future_error&) {
+        // Out of memory after the promise moved to its call: nothing left to tell it with.
+      }
     }
   }
   after_engine();
 }
 
 // A reduce-scatter is a tensor per rank's shard, each naming that rank as its owner: the
-// worker engine sends every shard and keeps only its own shard's values.
+// worker engine sends every shard and keeps only its own shard's values. Every shard is alike
+// (same size, owners from the cluster file), so a submit that throws is the first one, with
+// nothing of the call in flight; the promise moves only once nothing else can throw but
+// memory.
 void Communicator::submit(Time now, Request& r) {
-  auto call = std::make_shared<Call>();
-  if (!r.scatter) {
-    const std::uint32_t id = worker_.submit(now, r.precision, r.input, r.output, r.count, outbox_);
-    call->tensors_left = 1;
-    call->done = std::move(r.done);
-    pending_.emplace(id, call);
-    return;
-  }
-  const std::size_t bytes = r.count * quant::bytes_per_value(r.precision);
+  const std::size_t tensors = r.scatter ? ranks_.size() : 1;
   std::vector<std::uint32_t> ids;
-  for (std::size_t rank = 0; rank < ranks_.size(); ++rank) {
+  ids.reserve(tensors);
+  const std::size_t bytes = r.count * quant::bytes_per_value(r.precision);
+  for (std::size_t rank = 0; rank < tensors; ++rank) {
+    if (!r.scatter) {
+      ids.push_back(worker_.submit(now, r.precision, r.input, r.output, r.count, outbox_));
+      break;
+    }
     const bool mine = ranks_[rank] == proto::ResultOwner{config_.rack, config_.rank_in_rack};
-    ids.push_back(worker_.submit(now, r.precision, static_cast<const std::uint8_t*>(r.input) + rank * bytes,
+    ids.push_back(worker_.submit(now, r.precision,
+                                 static_cast<const std::uint8_t*>(r.input) + rank * bytes,
                                  mine ? r.output : nullptr, r.count, outbox_, ranks_[rank]));
   }
+  auto call = std::make_shared<Call>();
   call->tensors_left = ids.size();
   call->done = std::move(r.done);
   for (std::uint32_t id : ids) pending_.emplace(id, call);

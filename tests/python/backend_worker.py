@@ -205,7 +205,12 @@ def main():
         json.dump(report, f)
     if MODE != "failure":
         dist.barrier()
+    pg = dist.distributed_c10d._get_default_group()
     dist.destroy_process_group()
+    if MODE == "reductions":  # the counters outlive the group's leaving the job
+        pg.shutdown()
+        with open(os.path.join(os.environ["ATP_CHECK_DIR"], f"rank{rank}-closed.json"), "w") as f:
+            json.dump(pg.worker_stats(), f)
     # The checking Gloo group is torch's own: freed holding the GIL, torch 1.13 can deadlock
     # joining its threads (docs/pytorch.md). The ATP group was freed above, without the GIL.
     os._exit(0)

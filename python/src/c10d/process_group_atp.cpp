@@ -99,7 +99,17 @@ void ProcessGroupATP::shutdown() {
   }
   changed_.notify_all();
   completer_.join();
+  {
+    std::lock_guard lock(stats_mutex_);
+    final_stats_ = rendezvous_->communicator().stats();
+    closed_ = true;
+  }
   rendezvous_->close();
+}
+
+engines::WorkerStats ProcessGroupATP::worker_stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return closed_ ? final_stats_ : rendezvous_->communicator().stats();
 }
 
 namespace {

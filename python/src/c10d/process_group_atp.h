@@ -35,8 +35,9 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   void shutdown();
   // Allreduces this group sent through ATP, and through Gloo.
   std::uint64_t atp_allreduces() const { return atp_calls_; }
-  // This rank's worker engine's counters (results, done copies, resends, ...).
-  engines::WorkerStats worker_stats() const { return rendezvous_->communicator().stats(); }
+  // This rank's worker engine's counters (results, done copies, resends, ...); after
+  // shutdown, as they were when the group left the job.
+  engines::WorkerStats worker_stats() const;
   std::uint64_t gloo_allreduces() const { return gloo_calls_; }
   // Per call kind and dtype ("allreduce float16", ...): calls and tensor bytes through ATP and
   // through Gloo, for the reductions ATP can carry.
@@ -121,6 +122,10 @@ class ProcessGroupATP : public c10d::ProcessGroup {
   std::unique_ptr<RendezvousStore> store_adapter_;
   c10::intrusive_ptr<c10d::ProcessGroup> gloo_;
   std::unique_ptr<JobRendezvous> rendezvous_;
+  // Guards the Communicator's lifetime for worker_stats(): shutdown() closes it.
+  mutable std::mutex stats_mutex_;
+  bool closed_ = false;
+  engines::WorkerStats final_stats_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<InFlight> in_flight_;

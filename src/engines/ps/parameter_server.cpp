@@ -219,9 +219,10 @@ bool ParameterServer::consistent(const Job& job, const proto::Header& h) const {
   if (h.job_fan_in != racks || h.value_count > job.config.values_per_packet) return false;
   if (h.rack_fan_in != job.config.workers_per_rack[h.rack]) return false;
   // A reduce-scatter shard's owner must be a worker of the job.
-  if (h.kind == proto::Kind::fragment) {
+  if (h.kind == proto::Kind::fragment && (h.remap_index & proto::kResultOwner) != 0) {
     const auto owner = proto::decode_result_owner(h.remap_index);
-    if (owner && (owner->rack >= racks || owner->rank_in_rack >= job.config.workers_per_rack[owner->rack]))
+    if (!owner || owner->rack >= racks ||
+        owner->rank_in_rack >= job.config.workers_per_rack[owner->rack])
       return false;
   }
   return true;
