@@ -334,6 +334,40 @@ TEST(Cluster, LostResultsAreRecoveredExactly) {
   EXPECT_GT(r.jobs[0].ps.late_results, 0u);
 }
 
+// A reduce-scatter (docs/protocol.md §8.1): each worker's own shard is exact (JobVerifier
+// checks the shard it keeps), each worker takes a header alone for every seq but its shard's,
+// and lost owner's values, lost done copies and random loss on every link are all recovered.
+TEST(Cluster, AReduceScatterBringsEachWorkerItsShardAloneAndRecoversLosses) {
+  Scenario s = small();
+  s.racks = 2;
+  s.reduce_scatter = true;
+  const auto clean = run(s);
+  const engines::WorkerStats& w = clean.jobs[0].workers;
+  // 8 workers: a result per seq each, 7 of every 8 a done copy.
+  EXPECT_EQ(w.done_copies * 8, w.results * 7);
+  EXPECT_EQ(w.timeouts + w.fast_resends + w.result_queries, 0u);
+  auto owners_values = [](const proto::Header& h) { return h.is_addressed_result(); };
+  auto done_copies = [](const proto::Header& h) {
+    return h.has(flag::kResult) && h.value_count == 0;
+  };
+  const auto values_lost = run(s, drop_first(20, owners_values));
+  EXPECT_GT(values_lost.jobs[0].workers.result_queries, 0u);
+  EXPECT_GT(values_lost.jobs[0].ps.late_results, 0u);
+  run(s, drop_first(20, done_copies));
+  s.jobs = 2;
+  s.aggregators = 40;
+  s.loss = 0.05;
+  const auto lossy = run(s);
+  EXPECT_GT(lossy.links.lost, 0u);
+  EXPECT_THROW(
+      {
+        s.collective = "ring";
+        s.loss = 0;
+        to_cluster_spec(s);
+      },
+      std::invalid_argument);
+}
+
 TEST(Cluster, DuplicatedAndReorderedPacketsStayExact) {
   Scenario s = small();
   s.racks = 2;

@@ -154,6 +154,9 @@ void add_sim_command(CLI::App& app) {
                   "the same links, switches only forwarding")
       ->check(CLI::IsMember({"atp", "ring"}))
       ->capture_default_str();
+  cmd->add_flag("--reduce-scatter", s.reduce_scatter,
+                "Reduce-scatter every tensor instead of allreducing it: each worker keeps its own "
+                "shard's sum, and only that shard's values come down to it (ATP only)");
   cmd->add_option("--compute-us", s.compute_us, "Compute time per iteration (us)")
       ->capture_default_str();
   cmd->add_option("--link-gbps", s.link_gbps, "Link rate (Gbit/s)")->capture_default_str();

@@ -64,6 +64,7 @@ nlohmann::json to_json(const sim::ClusterReport& report, const RunInfo& info) {
          iterations_per_second(j) * j.samples_per_iteration / j.model_scale},
         {"fragments_sent", j.workers.fragments_sent},
         {"results", j.workers.results},
+        {"done_copies", j.workers.done_copies},
         {"duplicate_results", j.workers.duplicate_results},
         {"retransmissions", engines::retransmissions(j.workers)},
         {"timeouts", j.workers.timeouts},

@@ -162,7 +162,10 @@ NodeId ClusterBuild::add_worker(std::size_t j, const engines::WorkerConfig& c,
 // ATP's worker engine, or a ring member (linked to its successor once every worker exists).
 std::unique_ptr<Collective> ClusterBuild::collective(std::size_t j, const engines::WorkerConfig& c,
                                                      std::uint32_t rank) {
-  if (spec_.jobs[j].collective == CollectiveKind::atp) return std::make_unique<AtpCollective>(c);
+  if (spec_.jobs[j].collective == CollectiveKind::atp) {
+    if (!spec_.jobs[j].reduce_scatter) return std::make_unique<AtpCollective>(c);
+    return std::make_unique<AtpCollective>(c, config_.rank_positions(job_id(j)), rank);
+  }
   RingConfig ring;
   ring.rank = rank;
   ring.workers = c.job_workers;

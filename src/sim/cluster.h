@@ -30,6 +30,9 @@ struct JobSpec {
   // ring: the workers allreduce among themselves over a host-only ring (sim/ring_allreduce.h);
   // the switches only forward its packets and the PSs never see them.
   CollectiveKind collective = CollectiveKind::atp;
+  // ATP only: each tensor reduce-scattered instead (every worker keeps its own shard's sum,
+  // and only that shard's values come down to it; docs/protocol.md §8.1).
+  bool reduce_scatter = false;
   std::uint16_t values_per_packet = 256;
   float scale = 0;  // 0: chosen from the gradients' magnitude and the job's size
   TrainingPlan plan;

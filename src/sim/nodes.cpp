@@ -42,7 +42,7 @@ void PsNode::receive(Simulator& sim, NodeId from, std::span<std::uint8_t> bytes)
 }
 
 bool JobVerifier::check(std::uint32_t iteration, std::uint32_t tensor,
-                        std::span<const float> result) {
+                        std::span<const float> result, Collective::Range kept) {
   auto key = std::make_pair(iteration, tensor);
   auto it = expected_.find(key);
   if (it == expected_.end()) {
@@ -59,7 +59,9 @@ bool JobVerifier::check(std::uint32_t iteration, std::uint32_t tensor,
   Expected& e = it->second;
   // Bit for bit: NaN results must carry the same bits too.
   const bool exact = e.values.size() == result.size() &&
-                     std::memcmp(e.values.data(), result.data(), result.size_bytes()) == 0;
+                     kept.offset + kept.count <= result.size() &&
+                     std::memcmp(e.values.data() + kept.offset, result.data() + kept.offset,
+                                 kept.count * sizeof(float)) == 0;
   ++checked_;
   if (!exact) ++mismatches_;
   if (--e.remaining == 0) expected_.erase(it);
@@ -106,7 +108,8 @@ void TrainingWorkerNode::submit_ready(Simulator& sim) {
 void TrainingWorkerNode::collect(Simulator& sim) {
   for (std::uint32_t id : collective_->take_completed()) {
     const std::size_t t = id - tensor_ids_.front();
-    verifier_.check(iteration_, static_cast<std::uint32_t>(t), outputs_[t]);
+    verifier_.check(iteration_, static_cast<std::uint32_t>(t), outputs_[t],
+                    collective_->kept(outputs_[t].size()));
     --outstanding_;
   }
   const bool all_in = next_tensor_ == inputs_.size() && outstanding_ == 0;

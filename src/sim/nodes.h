@@ -89,8 +89,10 @@ class JobVerifier {
               std::uint16_t values_per_packet, float scale)
       : source_(source), job_(job), workers_(workers), exact_(values_per_packet, scale, workers) {}
 
-  // Compares a worker's result bit for bit; returns true if exact.
-  bool check(std::uint32_t iteration, std::uint32_t tensor, std::span<const float> result);
+  // Compares a worker's result bit for bit, the values `kept` of it (a reduce-scatter fills
+  // its own shard alone); returns true if exact.
+  bool check(std::uint32_t iteration, std::uint32_t tensor, std::span<const float> result,
+             Collective::Range kept);
   std::uint64_t checked() const { return checked_; }
   std::uint64_t mismatches() const { return mismatches_; }
   const GradientSource& source() const { return source_; }

@@ -50,6 +50,7 @@ std::string Scenario::model_options() const {
                        no_overlap ? " --no-overlap" : "");
   }
   if (collective != "atp") out += " --collective " + collective;
+  if (reduce_scatter) out += " --reduce-scatter";
   if (core_gbps > 0) out += fmt::format(" --core-gbps {}", core_gbps);
   return out;
 }
@@ -84,6 +85,8 @@ void set_model_plan(const Scenario& s, const std::string& model, TrainingPlan& p
 CollectiveKind parse_collective(const Scenario& s) {
   if (s.collective == "atp") return CollectiveKind::atp;
   if (s.collective != "ring") throw std::invalid_argument("--collective must be atp or ring");
+  if (s.reduce_scatter)
+    throw std::invalid_argument("--reduce-scatter is ATP's: the ring baseline allreduces");
   if (s.loss > 0 || s.loss_one_worker > 0 || s.reorder > 0 || s.duplicate > 0)
     throw std::invalid_argument(
         "--collective ring assumes a lossless fabric (as NCCL on RoCE does): no --loss, "
@@ -114,6 +117,7 @@ JobSpec job_spec(const Scenario& s, engines::Policy policy, CollectiveKind colle
     throw std::invalid_argument("--placement must be planned, hash or linear");
   job.values_per_packet = s.values_per_packet;
   job.collective = collective;
+  job.reduce_scatter = s.reduce_scatter;
   job.plan.iterations = s.iterations;
   const bool synthetic = s.models.empty() || s.models[j % s.models.size()] == kSyntheticJob;
   if (synthetic) {

@@ -46,6 +46,7 @@ struct Scenario {
   bool no_overlap = false;  // every bucket waits for the whole backward pass
   // atp, or ring: the host-only ring allreduce baseline on the same links.
   std::string collective = "atp";
+  bool reduce_scatter = false;  // ATP: every tensor reduce-scattered, not allreduced
   double link_gbps = 100;
   double core_gbps = 0;  // switch-to-switch links; 0: link_gbps
   double delay_us = 1;
