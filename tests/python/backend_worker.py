@@ -107,6 +107,13 @@ def reductions(rank, size, gloo):
     dist._reduce_scatter_base(part, whole, op=dist.ReduceOp.AVG)
     report["reduce_scatter_base_exact"] = bool(
         torch.equal(part, exact_sum(gloo, whole.clone(), True)[rank * 1000:(rank + 1) * 1000]))
+    flat = values(rank, 1000 * size)  # float32 on the CPU: summed from `flat`, no copy
+    flat_before = flat.clone()
+    piece = torch.zeros(1000)
+    dist._reduce_scatter_base(piece, flat)
+    report["reduce_scatter_base_float32_exact"] = bool(
+        torch.equal(piece, exact_sum(gloo, flat.clone())[rank * 1000:(rank + 1) * 1000])
+        and torch.equal(flat, flat_before))  # the input left as it was
     after = pg.worker_stats()
     report["reduce_scatter_results"] = after["results"] - before["results"]
     report["reduce_scatter_done_copies"] = after["done_copies"] - before["done_copies"]

@@ -79,7 +79,7 @@ def test_half_precision_coalesced_and_reduce_scatter_go_through_atp_exactly(tmp_
         assert code == 0, out
         for r in reports(tmp_path / str(nproc), nproc):
             for check in ("float16_sum", "float16_avg", "bfloat16_sum", "bfloat16_avg", "coalesced",
-                          "reduce_scatter", "reduce_scatter_base"):
+                          "reduce_scatter", "reduce_scatter_base", "reduce_scatter_base_float32"):
                 assert r[check + "_exact"], (nproc, check)
             traffic = r["traffic"]
             for kind in ("allreduce Half", "allreduce BFloat16", "allreduce_coalesced Float",

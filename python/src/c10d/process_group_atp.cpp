@@ -148,14 +148,17 @@ at::Tensor float32_copy(const std::vector<at::Tensor>& tensors) {
   return out;
 }
 
-// The tensor ATP sums for an allreduce of `t`: `t` itself when it is a contiguous CPU tensor of
-// float32, or of half precision for a SUM (quantized straight from its 16-bit values; an AVG
-// divides the float32 sum first, so that it is rounded to half precision once); else a copy.
-at::Tensor summed_in_place_or_copied(const at::Tensor& t, bool average) {
+// Whether ATP sums `t` where it lies: a contiguous CPU tensor of float32, or of half precision
+// for a SUM (quantized straight from its 16-bit values; an AVG divides the float32 sum first, so
+// that it is rounded to half precision once).
+bool summed_where_it_lies(const at::Tensor& t, bool average) {
   const bool half = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
-  if (t.is_cpu() && t.is_contiguous() && (t.scalar_type() == at::kFloat || (half && !average)))
-    return t;
-  return float32_copy({t});
+  return t.is_cpu() && t.is_contiguous() && (t.scalar_type() == at::kFloat || (half && !average));
+}
+
+// The tensor ATP sums for an allreduce of `t`: `t` itself where it can, else a float32 copy.
+at::Tensor summed_in_place_or_copied(const at::Tensor& t, bool average) {
+  return summed_where_it_lies(t, average) ? t : float32_copy({t});
 }
 
 atp::quant::Precision precision_of(const at::Tensor& t) {
@@ -218,7 +221,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::submit(std::vector<Part> parts, 
       at::Tensor& values = f.part.staged;
       auto& communicator = rendezvous_->communicator();
       if (f.part.shard > 0) {
-        at::Tensor mine = values.narrow(0, rank_ * f.part.shard, f.part.shard);
+        at::Tensor mine = f.part.shard_out.defined()
+                              ? f.part.shard_out
+                              : values.narrow(0, rank_ * f.part.shard, f.part.shard);
         f.done = communicator.reduce_scatter_async(precision_of(values), values.data_ptr(),
                                                    mine.data_ptr(),
                                                    static_cast<std::size_t>(f.part.shard));
@@ -293,12 +298,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::_reduce_scatter_base(
   const bool through_atp = in.numel() == out.numel() * size_ && atp_carries({in, out}, o.reduceOp);
   count("_reduce_scatter_base", {in}, through_atp);
   if (!through_atp) return gloo_->_reduce_scatter_base(out, in, o);
+  const bool average = o.reduceOp.op_ == c10d::ReduceOp::AVG;
+  // Where both lie as ATP sums them (contiguous on the CPU, the same dtype that it carries in
+  // place), the input is read and this rank's shard written straight into `out`: no copy.
+  if (in.scalar_type() == out.scalar_type() && summed_where_it_lies(in, average) &&
+      summed_where_it_lies(out, average))
+    return submit({{in, [](const at::Tensor&) {}, out.numel(), out}}, average, {out},
+                  c10d::OpType::_REDUCE_SCATTER_BASE);
   at::Tensor mine = out;
   const std::int64_t offset = rank_ * out.numel();
   return submit({{float32_copy({in}),
                  [mine, offset](const at::Tensor& sum) mutable { write_part(sum, offset, mine); },
                  mine.numel()}},
-                o.reduceOp.op_ == c10d::ReduceOp::AVG, {out}, c10d::OpType::_REDUCE_SCATTER_BASE);
+                average, {out}, c10d::OpType::_REDUCE_SCATTER_BASE);
 }
 
 void ProcessGroupATP::complete_in_order() {
@@ -325,7 +337,8 @@ void ProcessGroupATP::finish(InFlight& f) {
         throw std::runtime_error("ATP allreduce of job " + std::to_string(job()) + " failed: " + e.what());
       }
       if (f.average) {
-        if (f.part.shard > 0) f.part.staged.narrow(0, rank_ * f.part.shard, f.part.shard).div_(size_);
+        if (f.part.shard_out.defined()) f.part.shard_out.div_(size_);
+        else if (f.part.shard > 0) f.part.staged.narrow(0, rank_ * f.part.shard, f.part.shard).div_(size_);
         else f.part.staged.div_(size_);
       }
       f.part.deliver(f.part.staged);

@@ -96,6 +96,9 @@ class ProcessGroupATP : public c10d::ProcessGroup {
     // (at rank * shard) is summed into it; the other shards' sums never come to this host.
     // 0: an allreduce of the whole of `staged`.
     std::int64_t shard = 0;
+    // Where a reduce-scatter writes this rank's shard of the sum, when not into `staged`: the
+    // caller's output, summed straight from its input (which `staged` then is, read only).
+    at::Tensor shard_out;
   };
   // One ATP sum on its way: completed, in submission order, by the completer thread, so the
   // Communicator's I/O thread never runs DDP's callbacks.
