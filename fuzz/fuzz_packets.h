@@ -40,6 +40,11 @@ inline std::vector<std::uint8_t> next_packet(FuzzedDataProvider& in, const Packe
   h.racks_bitmap = in.ConsumeIntegral<std::uint32_t>() & proto::low_bits(h.job_fan_in);
   h.value_count = in.ConsumeIntegralInRange<std::uint16_t>(0, r.max_values);
   h.remap_index = in.ConsumeIntegralInRange<std::uint32_t>(0, r.aggregators);
+  if (in.ConsumeIntegralInRange<int>(0, 7) == 0) {  // a reduce-scatter shard's owner, or garbled
+    h.remap_index = proto::encode_result_owner(
+        {in.ConsumeIntegralInRange<std::uint8_t>(0, 3), in.ConsumeIntegralInRange<std::uint8_t>(0, 4)});
+    if (in.ConsumeIntegralInRange<int>(0, 7) == 0) h.remap_index ^= 1u << 20;
+  }
   // Mostly the job's own token; sometimes another's, as a forger would send.
   const bool forged = in.ConsumeIntegralInRange<int>(0, 7) == 0;
   h.token = forged || h.job == 0 || h.job > tokens.size() ? in.ConsumeIntegral<std::uint32_t>()

@@ -1,6 +1,7 @@
 // The worker's result path: results (with any results_behind), duplicates, float requests,
 // remaps, forgeries and timer expiries in any order, over tensors of any size and content
-// (huge values, NaN, infinity).
+// (huge values, NaN, infinity), allreduced or as a reduce-scatter shard (its own, answered with
+// values and done copies; or another worker's, whose output the worker must never touch).
 //
 // Honest mode answers each fragment the worker sent with what a PS would send if a second
 // worker had the same gradient (twice the fragment, as int32 or as floats), in any order and
@@ -98,6 +99,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<float> input(in.ConsumeIntegralInRange<std::size_t>(0, 48));
   for (float& v : input) v = next_value(in);
   std::vector<float> output(input.size(), -12345.0f);
+  // 0: an allreduce; 1: this worker's reduce-scatter shard; 2: another worker's shard.
+  const int shard = in.ConsumeIntegralInRange<int>(0, 2);
+  const proto::ResultOwner self{0, 0}, other{0, 1};
 
   Outbox out;
   Time now = 0;
@@ -129,7 +133,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     out.clear();
   };
-  const std::uint32_t tensor = worker.submit(now, input, output, out);
+  const std::uint32_t tensor =
+      shard == 0 ? worker.submit(now, input, output, out)
+                 : worker.submit(now, quant::Precision::float32, input.data(),
+                                 shard == 1 ? output.data() : nullptr, input.size(), out,
+                                 shard == 1 ? self : other);
   collect();
   const std::vector<std::uint32_t> tokens = {kToken};
 
@@ -152,6 +160,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       auto it = sent.begin();
       std::advance(it, in.ConsumeIntegralInRange<std::size_t>(0, sent.size() - 1));
       packet = doubled_result(it->second);
+      if (shard != 0 && in.ConsumeBool()) {  // a shard's done copy: the header alone
+        packet.resize(proto::kHeaderBytes);
+        proto::store_be16(packet.data() + proto::offset::value_count, 0);
+      }
       if (!honest && op == 2) {  // the PS asks for floats instead
         proto::Header h;
         if (proto::decode(packet, h) != proto::DecodeError::ok) std::abort();
@@ -204,6 +216,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     now += in.ConsumeIntegralInRange<Duration>(0, kMillisecond);
   }
 
+  if (shard == 2) {  // another worker's shard: its values never reach this worker's output
+    for (float v : output)
+      if (v != -12345.0f) std::abort();
+    return 0;
+  }
   if (honest && worker.status(tensor) == engines::AllreduceStatus::done) {
     workload::ExactSum exact(config.values_per_packet, config.scale, 2);
     exact.reset(input.size());
