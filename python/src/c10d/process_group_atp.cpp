@@ -221,11 +221,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupATP::submit(std::vector<Part> parts, 
       at::Tensor& values = f.part.staged;
       auto& communicator = rendezvous_->communicator();
       if (f.part.shard > 0) {
-        at::Tensor mine = f.part.shard_out.defined()
-                              ? f.part.shard_out
-                              : values.narrow(0, rank_ * f.part.shard, f.part.shard);
         f.done = communicator.reduce_scatter_async(precision_of(values), values.data_ptr(),
-                                                   mine.data_ptr(),
+                                                   f.part.sum_of(rank_).data_ptr(),
                                                    static_cast<std::size_t>(f.part.shard));
       } else {
         f.done = communicator.allreduce_async(precision_of(values), values.data_ptr(),
@@ -336,11 +333,7 @@ void ProcessGroupATP::finish(InFlight& f) {
       } catch (const std::exception& e) {
         throw std::runtime_error("ATP allreduce of job " + std::to_string(job()) + " failed: " + e.what());
       }
-      if (f.average) {
-        if (f.part.shard_out.defined()) f.part.shard_out.div_(size_);
-        else if (f.part.shard > 0) f.part.staged.narrow(0, rank_ * f.part.shard, f.part.shard).div_(size_);
-        else f.part.staged.div_(size_);
-      }
+      if (f.average) f.part.sum_of(rank_).div_(size_);
       f.part.deliver(f.part.staged);
     } catch (...) {
       error = std::current_exception();

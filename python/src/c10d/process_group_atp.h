@@ -99,6 +99,11 @@ class ProcessGroupATP : public c10d::ProcessGroup {
     // Where a reduce-scatter writes this rank's shard of the sum, when not into `staged`: the
     // caller's output, summed straight from its input (which `staged` then is, read only).
     at::Tensor shard_out;
+    // Where rank `rank`'s sum lands: the whole of `staged`, its shard of it, or `shard_out`.
+    at::Tensor sum_of(int rank) const {
+      if (shard_out.defined()) return shard_out;
+      return shard > 0 ? staged.narrow(0, rank * shard, shard) : staged;
+    }
   };
   // One ATP sum on its way: completed, in submission order, by the completer thread, so the
   // Communicator's I/O thread never runs DDP's callbacks.
