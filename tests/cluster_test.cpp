@@ -313,6 +313,33 @@ TEST(Cluster, LostFragmentsAreRecoveredExactly) {
   EXPECT_GT(r.jobs[0].switches.flushes, 0u);
 }
 
+// A rack's complete sum frees its aggregator as it leaves for level 2 (docs/engines.md §2.4):
+// losses in rack 1 no longer keep rack 0's sums held until rack 1 recovers, so rack 0's later
+// seqs planned on those aggregators aggregate instead of going to the PS one by one.
+TEST(Cluster, LossesInOneRackLeaveTheOtherRacksAggregatorsFree) {
+  Scenario s = small();
+  s.racks = 2;
+  s.iterations = 4;
+  s.aggregators = s.window;  // each aggregator taken again one window of seqs later
+  auto sent = std::make_shared<std::uint64_t>(0);
+  auto lost = std::make_shared<std::uint64_t>(0);
+  auto collided_in_rack_0 = std::make_shared<std::uint64_t>(0);
+  const auto r = run(s, [=](NodeId, NodeId, std::span<const std::uint8_t> bytes) {
+    proto::Header h;
+    if (proto::decode(bytes, h) != proto::DecodeError::ok) return false;
+    // Met a busy aggregator in rack 0: on its way from there to level 2.
+    if (is_worker_fragment(h) && h.rack == 0 && h.has(flag::kCollision) &&
+        h.next_level == proto::Level::spine)
+      ++*collided_in_rack_0;
+    if (!is_worker_fragment(h) || h.rack != 1 || ++*sent % 25 != 0) return false;
+    ++*lost;
+    return true;
+  });
+  EXPECT_GT(*lost, 20u);
+  EXPECT_EQ(*collided_in_rack_0, 0u);
+  EXPECT_GT(r.jobs[0].switches.flushes, 0u);
+}
+
 TEST(Cluster, LostRunHandshakePacketsAreAskedAgain) {
   Scenario s = small();
   s.racks = 2;

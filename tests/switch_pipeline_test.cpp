@@ -169,6 +169,50 @@ TEST_F(RackSwitch, TwoRackJobSendsCompletedSumToLevelTwo) {
   EXPECT_EQ(h.racks_bitmap, 2u);
 }
 
+// A rack's complete sum goes up to a level-2 switch, which holds it until the seq's result:
+// the rack's aggregator is freed as the sum leaves (in the packet's last pass: the owner stage
+// comes before the count stage on a Tofino, so a one-pass packet takes a second). Held until
+// the result, it made every later seq of the job planned on it collide while another rack
+// recovered a loss (docs/engines.md §2.4).
+TEST_F(RackSwitch, ACompleteSumFreesItsAggregatorWhenALevelTwoWillHoldIt) {
+  for (std::uint8_t rank : {0, 1}) {
+    PacketSpec s = worker(rank, {1, 2, 3});
+    s.job_fan_in = 2;
+    auto p = make_packet(s);
+    const Verdict v = run(p);
+    if (rank == 1) {
+      ASSERT_EQ(v.action, Action::port);
+      EXPECT_EQ(v.passes, 2);
+      EXPECT_EQ(values_of(p), (std::vector<std::int32_t>{2, 4, 6}));
+    }
+  }
+  EXPECT_FALSE(agg().valid());
+  PacketSpec next = worker(0, {7, 7, 7});
+  next.job_fan_in = 2;
+  next.seq = 16;  // the job's next seq on aggregator 5
+  auto n = make_packet(next);
+  EXPECT_EQ(run(n).action, Action::drop);  // claimed, not collided
+  EXPECT_EQ(counters().collisions, 0u);
+  // A worker's resend of the finished seq finds nothing of it here and goes up as it is.
+  PacketSpec resend = worker(1, {1, 2, 3});
+  resend.job_fan_in = 2;
+  resend.flags = flag::kResend;
+  auto r = make_packet(resend);
+  ASSERT_EQ(run(r).action, Action::port);
+  EXPECT_EQ(values_of(r), (std::vector<std::int32_t>{1, 2, 3}));
+  EXPECT_EQ(agg().values[0], 7);
+}
+
+// With the PS right above, the rack's sum is the seq's: its result comes straight back, and the
+// aggregator keeps the sum until then, to send it again for a resend.
+TEST_F(RackSwitch, ACompleteSumWithNoLevelTwoAboveKeepsItsAggregatorUntilTheResult) {
+  for (std::uint8_t rank : {0, 1}) {
+    auto p = make_packet(worker(rank, {1, 2, 3}));
+    EXPECT_EQ(run(p).passes, 1);
+  }
+  EXPECT_TRUE(agg().valid());
+}
+
 TEST_F(RackSwitch, DuplicateOfPartialIsDropped) {
   auto a = make_packet(worker(0, {1, 2, 3}));
   auto again = a;

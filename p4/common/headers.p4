@@ -133,6 +133,7 @@ struct atp_meta_t {
     bit<16> pass_end;
     bit<8>  lane_update;     // v1model: what the lanes did (meta.update, which a flush resets)
     bit<1>  go_round;        // v1model: another pass (recirculation) after this one
+    bit<1>  release;         // v1model: a rack's sum complete below a level 2: freed in the last pass
     bit<32> contributor;     // the fragment's bit at this level (or a resend's named bit)
     bit<32> static_slot;     // seq & static_mask
     bit<32> masked_index;    // aggregator & pool_mask
@@ -186,6 +187,10 @@ struct atp_meta_t {
 #error "define ATP_LANES (values per packet) and ATP_VALUE_HEADERS before including headers.p4"
 #endif
 
+// Fields a target's pass header adds (v1model: the release of a complete rack sum).
+#ifndef ATP_PASS_TARGET_FIELDS
+#define ATP_PASS_TARGET_FIELDS
+#endif
 // What a packet's first pass decided, carried in front of it through the recirculation port to
 // the passes after it (both programs; constants.p4, docs/p4.md "Passes"); never on a link.
 header atp_pass_h {
@@ -201,6 +206,7 @@ header atp_pass_h {
     bit<16> up_port;
     bit<16> answer_port;
     bit<16> group;
+    ATP_PASS_TARGET_FIELDS
 }
 
 struct headers_t {

@@ -108,9 +108,14 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
     apply {
         if (hdr.pass.isValid()) {
             // A later pass: the lanes of its values, and a sum that wrapped in one of them
-            // (what wrapped_after and the rewrite did for the first pass's lanes).
+            // (what wrapped_after and the rewrite did for the first pass's lanes). In the last,
+            // a complete rack sum's aggregator is freed.
             meta.overflow = 0;
             lanes.apply(hdr, meta);
+            if (meta.release == 1 && hdr.atp.value_count <= meta.pass_end) {
+                meta.keyed_seq = hdr.atp.seq ^ hdr.atp.token;
+                owner_seq_match_and_free();
+            }
             if (meta.overflow == 1) {
                 if (meta.update == UPDATE_ADD) { wrapped.write(meta.index, 1); }
                 if (meta.next_step == STEP_EMIT_SUM || meta.next_step == STEP_FLUSH_UP) {
@@ -120,6 +125,7 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
             return;
         }
         meta.lane_update = UPDATE_NONE;
+        meta.release = 0;
         meta.owner = SEQ_OTHER;
         meta.claiming = 0;
         meta.size_ok = 1;
@@ -149,6 +155,13 @@ control AggregatorStages(inout headers_t hdr, inout atp_meta_t meta) {
                     ecn_after();
                     lanes.apply(hdr, meta);
                     wrapped_after();
+                    // Complete below a level 2, which holds the sum from here on: the owner
+                    // stage, before this one, frees the aggregator in the packet's last pass
+                    // (SwitchPipeline::aggregate).
+                    if (meta.duplicate == 0 && meta.count_after >= meta.fan_in &&
+                        meta.level_after == LEVEL_SPINE) {
+                        meta.release = 1;
+                    }
                 }
             }
         } else if (meta.packet_class == CLASS_FLUSH) {

@@ -7,6 +7,8 @@
 
 #include "lanes.p4"  // ATP_LANES, the values per packet
 #define ATP_POOL 4096   // aggregators (the control plane sets a power of two up to this)
+// meta.release in the pass header: a complete rack sum's aggregator, freed in the last pass.
+#define ATP_PASS_TARGET_FIELDS bit<8> release;
 
 #include "../common/headers.p4"
 #include "../common/parser.p4"
@@ -125,6 +127,7 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
         meta.up_port = (bit<9>)hdr.pass.up_port;
         meta.answer_port = (bit<9>)hdr.pass.answer_port;
         meta.group = hdr.pass.group;
+        meta.release = hdr.pass.release[0:0];
         meta.pass_first = ATP_FIRST_PASS_VALUES +
                           ((bit<16>)hdr.pass.pass - 1) * ATP_LATER_PASS_VALUES;
         meta.pass_end = meta.pass_first + ATP_LATER_PASS_VALUES;
@@ -139,6 +142,7 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
         hdr.pass.up_port = (bit<16>)meta.up_port;
         hdr.pass.answer_port = (bit<16>)meta.answer_port;
         hdr.pass.group = meta.group;
+        hdr.pass.release = 7w0 ++ meta.release;
         meta.go_round = 1;
         sm.egress_spec = BMV2_RECIRCULATION_PORT;
     }
@@ -172,7 +176,9 @@ control AtpIngress(inout headers_t hdr, inout atp_meta_t meta, inout standard_me
             next_step.apply(hdr, meta);
             next_steps.count((bit<32>)meta.next_step);
         }
-        if (meta.lane_update != UPDATE_NONE && hdr.atp.value_count > meta.pass_end) {
+        // Round again for the values left, or once for a release the first pass cannot make.
+        if ((meta.lane_update != UPDATE_NONE && hdr.atp.value_count > meta.pass_end) ||
+            (meta.release == 1 && !hdr.pass.isValid())) {
             bit<8> pass = hdr.pass.isValid() ? hdr.pass.pass : 8w0;
             go_round(pass + 1);
             return;

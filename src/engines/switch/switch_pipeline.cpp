@@ -312,7 +312,17 @@ NextStep SwitchPipeline::aggregate(Metadata& m, Time now) {
   const bool complete = m.count_after >= m.job->config.fan_in;
   // A duplicate of a complete sum: the sum may have been lost on its way up, send it again.
   if (m.duplicate) return complete ? NextStep::emit_sum : NextStep::drop_duplicate;
-  return complete ? NextStep::emit_sum : NextStep::absorb;
+  if (!complete) return NextStep::absorb;
+  // A level 2 above holds the rack's sum from here on (it sends it again for a resend, and the
+  // result frees it there), so the aggregator is freed as the sum leaves. Kept until the result,
+  // a sum that another rack's loss delays made every later seq of the job planned on it collide,
+  // one packet per worker to the PS. A Tofino decides the owner stage before the count stage:
+  // the free happens in the packet's last pass, a second one for a packet of one pass.
+  if (config_.level == Level::rack && m.h.job_fan_in > 1) {
+    registers_.owner_seq_match_and_free(i, tag.lo);
+    m.passes = std::max<std::uint8_t>(m.passes, 2);
+  }
+  return NextStep::emit_sum;
 }
 
 // A resend at this level: free the aggregator it names and carry its partial sum up, with
