@@ -993,6 +993,39 @@ TEST_F(SwitchPasses, APacketWithMoreValuesThanAPassHoldsGoesRoundOnAP4Switch) {
   EXPECT_EQ(run(unknown).passes, 1);
 }
 
+// A rack's complete sum below a level 2 is released in its last pass, whatever its passes: a
+// second for a sum of 10 values, the second and third of sums of 31 and 32 (the bounds of the
+// v1model's "last pass" test). Each aggregator is free after, and the job's next seq on it claims.
+TEST_F(SwitchPasses, ACompleteRackSumIsReleasedInItsLastPass) {
+  const std::vector<std::pair<std::size_t, std::uint8_t>> counts_and_passes = {
+      {10, 2}, {31, 2}, {32, 3}};
+  std::uint32_t seq = 0;
+  for (const auto& [count, passes] : counts_and_passes) {
+    PacketSpec s;
+    s.rack_fan_in = 3;
+    s.job_fan_in = 2;
+    s.seq = s.aggregator = seq++;
+    s.values.assign(count, 1);
+    for (std::uint8_t rank : {0, 1, 2}) {
+      s.workers = 1u << rank;
+      auto p = make_packet(s);
+      const Verdict v = run(p);
+      if (rank == 2) {
+        EXPECT_EQ(v.action, Action::port) << count;
+        EXPECT_EQ(v.passes, passes) << count;
+        EXPECT_EQ(values_of(p), std::vector<std::int32_t>(count, 3)) << count;
+      }
+    }
+    EXPECT_FALSE(agg(s.aggregator).valid()) << count;
+    s.seq += 16;
+    s.workers = 1;
+    auto next = make_packet(s);
+    EXPECT_EQ(run(next).action, Action::drop) << count;  // claimed
+    EXPECT_TRUE(agg(s.aggregator).valid()) << count;
+  }
+  EXPECT_EQ(counters().collisions, 0u);
+}
+
 // A sum that wraps in a value a later pass adds (here the second and the fourth) is flagged as
 // one in the first is: kept in the aggregator for a fragment still absorbed, in the header of
 // the sum that leaves.

@@ -13,7 +13,8 @@
 //               "verdict": {"action": "port", "port": 100, "group": 0, "passes": 1},
 //               "out": "0100..."}}
 // Bytes are lower-case hex; "out" is the packet after the pipeline (empty when dropped);
-// "passes" the trips through a P4 switch's pipe it takes (engines::passes_for; 1 if absent).
+// "passes" the trips through a P4 switch's pipe it takes (engines::passes_for, or
+// kReleasePasses for a released rack sum; 1 if absent).
 #include <iosfwd>
 #include <optional>
 #include <string>

@@ -311,6 +311,7 @@ NextStep SwitchPipeline::aggregate(Metadata& m, Time now) {
 
   const bool complete = m.count_after >= m.job->config.fan_in;
   // A duplicate of a complete sum: the sum may have been lost on its way up, send it again.
+  // (Below a level 2 the sum is released as it leaves, so a late duplicate claims afresh.)
   if (m.duplicate) return complete ? NextStep::emit_sum : NextStep::drop_duplicate;
   if (!complete) return NextStep::absorb;
   // A level 2 above holds the rack's sum from here on (it sends it again for a resend, and the
@@ -320,7 +321,7 @@ NextStep SwitchPipeline::aggregate(Metadata& m, Time now) {
   // the free happens in the packet's last pass, a second one for a packet of one pass.
   if (config_.level == Level::rack && m.h.job_fan_in > 1) {
     registers_.owner_seq_match_and_free(i, tag.lo);
-    m.passes = std::max<std::uint8_t>(m.passes, 2);
+    m.passes = std::max(m.passes, kReleasePasses);
   }
   return NextStep::emit_sum;
 }

@@ -30,7 +30,7 @@ struct Verdict {
   Action action = Action::drop;
   Port port = 0;                 // Action::port
   MulticastGroupId group = 0;    // Action::multicast
-  std::uint8_t passes = 1;       // trips through a P4 switch's pipe (passes_for)
+  std::uint8_t passes = 1;       // trips through a P4 switch's pipe (passes_for; a release more)
   bool operator==(const Verdict&) const = default;
 };
 

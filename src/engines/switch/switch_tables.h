@@ -41,9 +41,12 @@ inline constexpr std::uint32_t kMaxSwitchJobId = 0x7FFF;
 // The passes a P4 switch takes a packet's values through (p4/common/constants.p4, docs/p4.md):
 // the first pass decides and adds kFirstPassValues of them; a packet with more goes round again
 // (recirculation) for kLaterPassValues more per pass. Every packet whose value stages run takes
-// passes_for(value_count) passes; any other takes one.
+// passes_for(value_count) passes, and a rack's complete sum released below a level 2 at least
+// kReleasePasses (its last pass frees the aggregator: SwitchPipeline::aggregate); any other
+// takes one.
 inline constexpr std::uint32_t kFirstPassValues = 10;
 inline constexpr std::uint32_t kLaterPassValues = 21;
+inline constexpr std::uint8_t kReleasePasses = 2;
 constexpr std::uint8_t passes_for(std::uint32_t value_count) {
   if (value_count <= kFirstPassValues) return 1;
   return static_cast<std::uint8_t>(1 + (value_count - kFirstPassValues + kLaterPassValues - 1) /
