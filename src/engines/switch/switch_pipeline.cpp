@@ -319,7 +319,7 @@ NextStep SwitchPipeline::aggregate(Metadata& m, Time now) {
   // a sum that another rack's loss delays made every later seq of the job planned on it collide,
   // one packet per worker to the PS. A Tofino decides the owner stage before the count stage:
   // the free happens in the packet's last pass, a second one for a packet of one pass.
-  if (config_.level == Level::rack && m.h.job_fan_in > 1) {
+  if (level_after_me(m.h) == Level::spine) {
     registers_.owner_seq_match_and_free(i, tag.lo);
     m.passes = std::max(m.passes, kReleasePasses);
   }
